@@ -1,0 +1,72 @@
+/* Bootstrap messages exchanged between a worker and the seed over the bootstrap channel
+ * (src/cluster/chan.h), and their strict codec.
+ *
+ * Wire layout (all integers little-endian):
+ *   u8 type, u32 version, then per type:
+ *   HELLO:   u32 requested_rank, u32 world_size, u32 topology, u32 topology_degree,
+ *            str8 listen_addr, str8 hostname, blob csr
+ *   WELCOME: u32 rank, u32 world_size, 16 bytes cluster_id, blob ca_cert, blob cert,
+ *            world_size x (str8 addr, str8 host)
+ *   REFUSE:  i32 code, str8 reason
+ * where str8 = u8 length + bytes (no NUL), blob = u32 length + bytes. Strings use one-byte
+ * lengths because every string field is shorter than 256 bytes; this keeps a WELCOME for a big
+ * world small. The encoding is canonical: decode(encode(m)) == m and encode(decode(b)) == b.
+ *
+ * Decoders validate the whole buffer before allocating anything; any malformed input gives
+ * NEXAR_ERR_PROTOCOL and leaves *m zeroed with nothing allocated. Encoders apply the same rules
+ * and give NEXAR_ERR_INVALID_ARGUMENT for a message that could not be decoded. */
+#ifndef NX_CLUSTER_BOOTMSG_H
+#define NX_CLUSTER_BOOTMSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NX_BOOT_VERSION 1
+#define NX_ADDR_MAX 128 /* "host:port" incl NUL */
+#define NX_HOST_MAX 64
+#define NX_BOOT_BLOB_MAX (16u * 1024u) /* CSR, CA cert and cert */
+#define NX_BOOT_WORLD_MAX 65536u
+#define NX_BOOT_ANY_RANK UINT32_MAX
+
+enum { NX_BOOT_HELLO = 1, NX_BOOT_WELCOME = 2, NX_BOOT_REFUSE = 3 };
+
+typedef struct nx_hello {
+  uint32_t version;        /* NX_BOOT_VERSION (0 is encoded as NX_BOOT_VERSION) */
+  uint32_t requested_rank; /* NX_BOOT_ANY_RANK = any */
+  uint32_t world_size;     /* 0 = unknown */
+  uint32_t topology, topology_degree;
+  char listen_addr[NX_ADDR_MAX]; /* where peers reach this worker's QUIC endpoint */
+  char hostname[NX_HOST_MAX];
+  uint8_t *csr; /* <= NX_BOOT_BLOB_MAX */
+  size_t csr_len;
+} nx_hello;
+
+typedef struct nx_welcome {
+  uint32_t rank, world_size;
+  uint8_t cluster_id[16];
+  uint8_t *ca_cert; /* <= NX_BOOT_BLOB_MAX */
+  size_t ca_len;
+  uint8_t *cert; /* <= NX_BOOT_BLOB_MAX */
+  size_t cert_len;
+  char (*addrs)[NX_ADDR_MAX]; /* world_size entries, index = rank */
+  char (*hosts)[NX_HOST_MAX]; /* world_size entries */
+} nx_welcome;
+
+typedef struct nx_refuse {
+  int32_t code; /* a NEXAR_ERR_* code (negative) */
+  char reason[256];
+} nx_refuse;
+
+/* Encoders: *out is malloc'd (free with free()). */
+int nx_hello_encode(const nx_hello *m, uint8_t **out, size_t *len);
+int nx_hello_decode(const uint8_t *in, size_t len, nx_hello *m); /* allocates csr */
+void nx_hello_free(nx_hello *m);
+int nx_welcome_encode(const nx_welcome *m, uint8_t **out, size_t *len);
+int nx_welcome_decode(const uint8_t *in, size_t len, nx_welcome *m); /* allocates all pointers */
+void nx_welcome_free(nx_welcome *m);
+int nx_refuse_encode(const nx_refuse *m, uint8_t **out, size_t *len);
+int nx_refuse_decode(const uint8_t *in, size_t len, nx_refuse *m);
+/* The type byte of a message (NX_BOOT_*), or NEXAR_ERR_PROTOCOL. */
+int nx_bootmsg_type(const uint8_t *in, size_t len);
+
+#endif

@@ -1,0 +1,82 @@
+/* Internal to src/collective: one collective call (a job) and the schedules
+ * that run it over the runtime port. A job is built and validated on the
+ * calling thread, started there with nx_coll_begin (which fixes its place in
+ * the order), run on that thread (blocking) or a pool thread (_nb), and
+ * finished with nx_coll_end. */
+#ifndef NX_COLLECTIVE_COLL_H
+#define NX_COLLECTIVE_COLL_H
+
+#include "collective/algo.h"
+#include "collective/coll_port.h"
+
+#define NX_JOB_SCRATCH 8
+
+typedef struct nx_job {
+  int kind; /* nx_coll_op */
+  nexar_client *c;
+  nx_coll *k;
+  uint32_t rank, world;
+  void *buf; /* in-place ops */
+  const void *send;
+  void *recv;
+  size_t count; /* elements (per block for gather-type ops; total for bucketed) */
+  nexar_dtype dt;
+  nexar_op op;
+  size_t es;
+  uint32_t root;
+  const nexar_bucket *buckets; /* bucketed (for _nb: bucket_copy) */
+  size_t nbuckets;
+  nexar_bucket *bucket_copy;
+  uint32_t color, key; /* split */
+  nexar_client **out;  /* split */
+  nexar_request *req;  /* _nb */
+  void *scratch[NX_JOB_SCRATCH];
+  uint8_t sink[8]; /* receive target of tokens (lives as long as the job) */
+} nx_job;
+
+/* Scratch memory owned by the job, freed only after nx_coll_end (so a
+ * receive still posted when a schedule fails never lands in freed memory).
+ * NULL after nx_fail(NOMEM). */
+void *nx_job_alloc(nx_job *j, size_t bytes);
+const char *nx_job_name(const nx_job *j);
+
+/* Messaging helpers: a zero-length message is never sent nor expected (both
+ * sides compute the same length), and a SIZE_MISMATCH becomes MISMATCH. */
+int nx_j_isend(nx_job *j, uint32_t dest, uint32_t round, uint32_t seg, const void *p, size_t len,
+               nx_creq **out);
+int nx_j_irecv(nx_job *j, uint32_t src, uint32_t round, uint32_t seg, void *p, size_t len,
+               nx_creq **out);
+/* Waits *r (NULL is done) and clears it. */
+int nx_j_wait(nx_job *j, nx_creq **r);
+int nx_j_waitall(nx_job *j, nx_creq **r, size_t n);
+/* Exchange: send to dest and receive from src (both optional), wait both. */
+int nx_j_sendrecv(nx_job *j, uint32_t dest, const void *sp, size_t slen, uint32_t src, void *rp,
+                  size_t rlen, uint32_t round, uint32_t seg);
+
+/* Schedules: each returns 0 or an error (with the thread's error text set),
+ * leaving unfinished requests to nx_coll_end. */
+int nx_sync(nx_job *j, uint32_t round0); /* dissemination, 1-byte tokens */
+int nx_run_barrier(nx_job *j);
+int nx_allreduce_buf(nx_job *j, void *buf, size_t count);
+int nx_run_allreduce(nx_job *j);
+int nx_run_allreduce_rs_ag(nx_job *j);
+int nx_run_bucketed(nx_job *j);
+int nx_run_reduce_scatter(nx_job *j);
+int nx_run_reduce(nx_job *j);
+int nx_run_broadcast(nx_job *j);
+int nx_allgather_raw(nx_job *j, const void *send, void *recv, size_t bytes, size_t es);
+int nx_run_allgather(nx_job *j);
+int nx_run_gather(nx_job *j);
+int nx_run_scatter(nx_job *j);
+int nx_run_alltoall(nx_job *j);
+int nx_run_scan(nx_job *j);
+int nx_run_split(nx_job *j);
+
+/* Ring reduce-scatter (+ allgather) over count elements split in world chunks.
+ * in: the input vector; inplace: also the output (allreduce, both phases);
+ * otherwise out receives chunk `rank` (reduce_scatter) and in is not written.
+ * seg_elems: segment length, window: receives posted ahead. */
+int nx_ring_run(nx_job *j, const void *in, void *inplace, void *out, size_t count,
+                size_t seg_elems, unsigned window);
+
+#endif

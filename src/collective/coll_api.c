@@ -1,0 +1,423 @@
+/* Public collective functions: argument validation, then the same job run
+ * on the calling thread (blocking) or on a pool thread (_nb). Validation
+ * happens before anything is sent; a rejected call still starts and ends its
+ * collective, so it takes its place in the order and the peers learn of it. */
+#include "collective/coll.h"
+#include "reduce/reduce.h"
+#include "runtime/request.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int is_reduction(int kind) {
+  switch (kind) {
+  case NX_COLL_ALL_REDUCE:
+  case NX_COLL_REDUCE_SCATTER:
+  case NX_COLL_REDUCE:
+  case NX_COLL_SCAN:
+  case NX_COLL_EXSCAN:
+  case NX_COLL_ALL_REDUCE_BUCKETED:
+  case NX_COLL_ALL_REDUCE_RS_AG:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static int has_root(int kind) {
+  return kind == NX_COLL_BROADCAST || kind == NX_COLL_REDUCE || kind == NX_COLL_GATHER ||
+         kind == NX_COLL_SCATTER;
+}
+
+static int has_dtype(int kind) {
+  return kind != NX_COLL_BARRIER && kind != NX_COLL_SPLIT;
+}
+
+/* [a, a+alen) and [b, b+blen) share a byte (empty ranges never do). */
+static int overlaps(const void *a, size_t alen, const void *b, size_t blen) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return alen && blen && x < y + blen && y < x + alen;
+}
+
+static int bucket_cmp(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t)((const nexar_bucket *)a)->buf;
+  uintptr_t y = (uintptr_t)((const nexar_bucket *)b)->buf;
+  return x < y ? -1 : x > y;
+}
+
+static int validate_buckets(nx_job *j, const char *name) {
+  if (j->nbuckets && !j->buckets)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: bucket array is NULL with %zu buckets", name,
+                   j->nbuckets);
+  size_t total = 0;
+  for (size_t i = 0; i < j->nbuckets; i++) {
+    const nexar_bucket *b = &j->buckets[i];
+    if (b->count && !b->buf)
+      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: bucket %zu is NULL with count %zu", name, i,
+                     b->count);
+    if (b->count > (SIZE_MAX - total) / j->es || (total + b->count) > SIZE_MAX / j->es)
+      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: total bucket size overflows", name);
+    total += b->count;
+  }
+  j->count = total;
+  if (j->nbuckets < 2) return 0;
+  /* Sort a copy by address; neighbours must not overlap. */
+  nexar_bucket *s = calloc(j->nbuckets, sizeof *s);
+  if (!s) return nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory checking buckets", name);
+  memcpy(s, j->buckets, j->nbuckets * sizeof *s);
+  qsort(s, j->nbuckets, sizeof *s, bucket_cmp);
+  int rc = 0;
+  const nexar_bucket *prev = NULL;
+  for (size_t i = 0; i < j->nbuckets && !rc; i++) {
+    if (!s[i].count) continue;
+    if (prev && overlaps(prev->buf, prev->count * j->es, s[i].buf, s[i].count * j->es))
+      rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: buckets overlap", name);
+    prev = &s[i];
+  }
+  free(s);
+  return rc;
+}
+
+/* Checks one call's arguments (rank and world known); sets j->es. */
+static int validate(nx_job *j, uint32_t rank, uint32_t world) {
+  const char *name = nx_job_name(j);
+  int k = j->kind;
+  if (has_dtype(k)) {
+    if (!nx_dtype_valid(j->dt))
+      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: invalid dtype %d", name, (int)j->dt);
+    j->es = nexar_dtype_size(j->dt);
+  } else {
+    j->es = 1;
+  }
+  if (is_reduction(k) && !nx_op_valid(j->op))
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: invalid reduction op %d", name, (int)j->op);
+  if (has_root(k) && j->root >= world)
+    return nx_fail(NEXAR_ERR_INVALID_RANK, "%s: root %u outside world of %u", name, j->root,
+                   world);
+  if (k == NX_COLL_ALL_REDUCE_BUCKETED) return validate_buckets(j, name);
+  if (k == NX_COLL_SPLIT && !j->out)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
+  size_t n = world, c = j->count, es = j->es;
+  if (c > SIZE_MAX / es || c * es > SIZE_MAX / n)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: count %zu * %zu bytes * %zu ranks overflows",
+                   name, c, es, n);
+  if (c == 0) return 0;
+  size_t blk = c * es, all = blk * n;
+  const char *send = j->send;
+  char *recv = j->recv;
+  int root = rank == j->root;
+  switch (k) {
+  case NX_COLL_ALL_REDUCE:
+  case NX_COLL_ALL_REDUCE_RS_AG:
+  case NX_COLL_BROADCAST:
+  case NX_COLL_REDUCE:
+  case NX_COLL_SCAN:
+  case NX_COLL_EXSCAN:
+    if (!j->buf) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: buf is NULL", name);
+    return 0;
+  case NX_COLL_ALL_GATHER:
+  case NX_COLL_GATHER: /* in place: send == recv + r*count */
+    if (!send) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: send is NULL", name);
+    if (k == NX_COLL_GATHER && !root) return 0;
+    if (!recv) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: recv is NULL", name);
+    if (overlaps(send, blk, recv, all) && send != recv + (size_t)rank * blk)
+      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: send and recv overlap", name);
+    return 0;
+  case NX_COLL_REDUCE_SCATTER:
+  case NX_COLL_SCATTER: /* in place: recv == send + r*count */
+    if (!recv) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: recv is NULL", name);
+    if (k == NX_COLL_SCATTER && !root) return 0;
+    if (!send) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: send is NULL", name);
+    if (overlaps(send, all, recv, blk) && recv != send + (size_t)rank * blk)
+      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: send and recv overlap", name);
+    return 0;
+  case NX_COLL_ALL_TO_ALL:
+    if (!send || !recv)
+      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: %s is NULL", name, send ? "recv" : "send");
+    if (overlaps(send, all, recv, all))
+      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: send and recv overlap", name);
+    return 0;
+  default:
+    return 0;
+  }
+}
+
+static int run_job(nx_job *j) {
+  switch (j->kind) {
+  case NX_COLL_ALL_REDUCE:
+    return nx_run_allreduce(j);
+  case NX_COLL_BROADCAST:
+    return nx_run_broadcast(j);
+  case NX_COLL_ALL_GATHER:
+    return nx_run_allgather(j);
+  case NX_COLL_REDUCE_SCATTER:
+    return nx_run_reduce_scatter(j);
+  case NX_COLL_REDUCE:
+    return nx_run_reduce(j);
+  case NX_COLL_ALL_TO_ALL:
+    return nx_run_alltoall(j);
+  case NX_COLL_GATHER:
+    return nx_run_gather(j);
+  case NX_COLL_SCATTER:
+    return nx_run_scatter(j);
+  case NX_COLL_SCAN:
+  case NX_COLL_EXSCAN:
+    return nx_run_scan(j);
+  case NX_COLL_BARRIER:
+    return nx_run_barrier(j);
+  case NX_COLL_ALL_REDUCE_BUCKETED:
+    return nx_run_bucketed(j);
+  case NX_COLL_ALL_REDUCE_RS_AG:
+    return nx_run_allreduce_rs_ag(j);
+  case NX_COLL_SPLIT:
+    return nx_run_split(j);
+  }
+  return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "unknown collective %d", j->kind);
+}
+
+/* Ends the collective (reporting rc to the peers), then frees the scratch:
+ * only nx_coll_end guarantees no receive still targets it. */
+static int finish(nx_job *j, int rc) {
+  rc = nx_coll_end(j->k, rc);
+  j->k = NULL;
+  for (size_t i = 0; i < NX_JOB_SCRATCH; i++) {
+    free(j->scratch[i]);
+    j->scratch[i] = NULL;
+  }
+  if (rc && j->kind == NX_COLL_SPLIT && j->out) *j->out = NULL;
+  return rc;
+}
+
+static void nb_main(void *arg) {
+  nx_job *j = arg;
+  int rc = finish(j, run_job(j));
+  nexar_request *req = j->req;
+  free(j->bucket_copy);
+  free(j);
+  nx_req_complete(req, rc, rc ? nexar_last_error() : NULL);
+}
+
+/* A request that will never be handed out: complete and release it, keeping
+ * this thread's error text. */
+static void drop_req(nexar_request *r) {
+  char saved[512];
+  snprintf(saved, sizeof saved, "%s", nexar_last_error());
+  nx_req_complete(r, NEXAR_ERR_ABORTED, saved);
+  (void)nexar_wait(r);
+  nx_set_error_text(saved);
+}
+
+static void nb_free(nx_job *h) {
+  if (h->req) drop_req(h->req);
+  free(h->bucket_copy);
+  free(h);
+}
+
+/* The _nb job outlives the call: a heap copy with its own bucket array. */
+static nx_job *nb_copy(const nx_job *j) {
+  nx_job *h = calloc(1, sizeof *h);
+  if (!h) return NULL;
+  *h = *j;
+  if (j->nbuckets) {
+    h->bucket_copy = calloc(j->nbuckets, sizeof(nexar_bucket));
+    if (!h->bucket_copy) {
+      free(h);
+      return NULL;
+    }
+    memcpy(h->bucket_copy, j->buckets, j->nbuckets * sizeof(nexar_bucket));
+    h->buckets = h->bucket_copy;
+  }
+  h->req = nx_req_new();
+  if (!h->req) {
+    nb_free(h);
+    return NULL;
+  }
+  return h;
+}
+
+/* Validates, starts (fixing the order on this thread), then runs here or
+ * submits to the pool. */
+static int coll_call(nx_job *j, int nb, nexar_request **req) {
+  const char *name = nx_job_name(j);
+  if (nb && req) *req = NULL;
+  if (j->kind == NX_COLL_SPLIT && j->out) *j->out = NULL;
+  if (!j->c) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: client is NULL", name);
+  int vrc = validate(j, nexar_rank(j->c), nexar_world_size(j->c));
+  if (!vrc && nb && !req) vrc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: req is NULL", name);
+  nx_job *h = NULL;
+  if (!vrc && nb && !(h = nb_copy(j)))
+    vrc = nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory for the request", name);
+  nx_coll_sig sig = {
+      .op = (uint8_t)j->kind,
+      .dtype = has_dtype(j->kind) ? (uint8_t)j->dt : 0,
+      .redop = is_reduction(j->kind) ? (uint8_t)j->op : 0,
+      .root = has_root(j->kind) ? j->root : 0,
+      .count = j->kind == NX_COLL_SPLIT ? 1 : (uint64_t)j->count,
+  };
+  nx_job *run = h ? h : j;
+  int rc = nx_coll_begin(j->c, &sig, &run->k);
+  if (rc) {
+    if (h) nb_free(h);
+    return rc;
+  }
+  run->rank = nx_coll_rank(run->k);
+  run->world = nx_coll_size(run->k);
+  if (vrc || !nb) return finish(run, vrc ? vrc : run_job(run));
+  nexar_request *r = h->req;
+  rc = nx_pool_submit(nb_main, h);
+  if (rc) {
+    rc = finish(h, rc);
+    nb_free(h);
+    return rc;
+  }
+  *req = r;
+  return 0;
+}
+
+/* ------------------------------------------------------ public functions */
+
+#define JOB(kind_, ...) nx_job j = {.kind = (kind_), .c = c, __VA_ARGS__}
+
+int nexar_all_reduce(nexar_client *c, void *buf, size_t count, nexar_dtype dt, nexar_op op) {
+  JOB(NX_COLL_ALL_REDUCE, .buf = buf, .count = count, .dt = dt, .op = op);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_all_reduce_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt, nexar_op op,
+                        nexar_request **req) {
+  JOB(NX_COLL_ALL_REDUCE, .buf = buf, .count = count, .dt = dt, .op = op);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_broadcast(nexar_client *c, void *buf, size_t count, nexar_dtype dt, uint32_t root) {
+  JOB(NX_COLL_BROADCAST, .buf = buf, .count = count, .dt = dt, .root = root);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_broadcast_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt, uint32_t root,
+                       nexar_request **req) {
+  JOB(NX_COLL_BROADCAST, .buf = buf, .count = count, .dt = dt, .root = root);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_all_gather(nexar_client *c, const void *send, void *recv, size_t count,
+                     nexar_dtype dt) {
+  JOB(NX_COLL_ALL_GATHER, .send = send, .recv = recv, .count = count, .dt = dt);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_all_gather_nb(nexar_client *c, const void *send, void *recv, size_t count,
+                        nexar_dtype dt, nexar_request **req) {
+  JOB(NX_COLL_ALL_GATHER, .send = send, .recv = recv, .count = count, .dt = dt);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_reduce_scatter(nexar_client *c, const void *send, void *recv, size_t count,
+                         nexar_dtype dt, nexar_op op) {
+  JOB(NX_COLL_REDUCE_SCATTER, .send = send, .recv = recv, .count = count, .dt = dt, .op = op);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_reduce_scatter_nb(nexar_client *c, const void *send, void *recv, size_t count,
+                            nexar_dtype dt, nexar_op op, nexar_request **req) {
+  JOB(NX_COLL_REDUCE_SCATTER, .send = send, .recv = recv, .count = count, .dt = dt, .op = op);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_reduce(nexar_client *c, void *buf, size_t count, nexar_dtype dt, nexar_op op,
+                 uint32_t root) {
+  JOB(NX_COLL_REDUCE, .buf = buf, .count = count, .dt = dt, .op = op, .root = root);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_reduce_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt, nexar_op op,
+                    uint32_t root, nexar_request **req) {
+  JOB(NX_COLL_REDUCE, .buf = buf, .count = count, .dt = dt, .op = op, .root = root);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_all_to_all(nexar_client *c, const void *send, void *recv, size_t count,
+                     nexar_dtype dt) {
+  JOB(NX_COLL_ALL_TO_ALL, .send = send, .recv = recv, .count = count, .dt = dt);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_all_to_all_nb(nexar_client *c, const void *send, void *recv, size_t count,
+                        nexar_dtype dt, nexar_request **req) {
+  JOB(NX_COLL_ALL_TO_ALL, .send = send, .recv = recv, .count = count, .dt = dt);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_gather(nexar_client *c, const void *send, void *recv, size_t count, nexar_dtype dt,
+                 uint32_t root) {
+  JOB(NX_COLL_GATHER, .send = send, .recv = recv, .count = count, .dt = dt, .root = root);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_gather_nb(nexar_client *c, const void *send, void *recv, size_t count, nexar_dtype dt,
+                    uint32_t root, nexar_request **req) {
+  JOB(NX_COLL_GATHER, .send = send, .recv = recv, .count = count, .dt = dt, .root = root);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_scatter(nexar_client *c, const void *send, void *recv, size_t count, nexar_dtype dt,
+                  uint32_t root) {
+  JOB(NX_COLL_SCATTER, .send = send, .recv = recv, .count = count, .dt = dt, .root = root);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_scatter_nb(nexar_client *c, const void *send, void *recv, size_t count, nexar_dtype dt,
+                     uint32_t root, nexar_request **req) {
+  JOB(NX_COLL_SCATTER, .send = send, .recv = recv, .count = count, .dt = dt, .root = root);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_scan(nexar_client *c, void *buf, size_t count, nexar_dtype dt, nexar_op op) {
+  JOB(NX_COLL_SCAN, .buf = buf, .count = count, .dt = dt, .op = op);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_scan_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt, nexar_op op,
+                  nexar_request **req) {
+  JOB(NX_COLL_SCAN, .buf = buf, .count = count, .dt = dt, .op = op);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_exclusive_scan(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
+                         nexar_op op) {
+  JOB(NX_COLL_EXSCAN, .buf = buf, .count = count, .dt = dt, .op = op);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_exclusive_scan_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
+                            nexar_op op, nexar_request **req) {
+  JOB(NX_COLL_EXSCAN, .buf = buf, .count = count, .dt = dt, .op = op);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_barrier(nexar_client *c) {
+  JOB(NX_COLL_BARRIER, .count = 0);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_barrier_nb(nexar_client *c, nexar_request **req) {
+  JOB(NX_COLL_BARRIER, .count = 0);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_all_reduce_bucketed(nexar_client *c, const nexar_bucket *b, size_t n, nexar_dtype dt,
+                              nexar_op op) {
+  JOB(NX_COLL_ALL_REDUCE_BUCKETED, .buckets = b, .nbuckets = n, .dt = dt, .op = op);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_all_reduce_bucketed_nb(nexar_client *c, const nexar_bucket *b, size_t n,
+                                 nexar_dtype dt, nexar_op op, nexar_request **req) {
+  JOB(NX_COLL_ALL_REDUCE_BUCKETED, .buckets = b, .nbuckets = n, .dt = dt, .op = op);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_all_reduce_rs_ag(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
+                           nexar_op op) {
+  JOB(NX_COLL_ALL_REDUCE_RS_AG, .buf = buf, .count = count, .dt = dt, .op = op);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_all_reduce_rs_ag_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
+                              nexar_op op, nexar_request **req) {
+  JOB(NX_COLL_ALL_REDUCE_RS_AG, .buf = buf, .count = count, .dt = dt, .op = op);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_split(nexar_client *c, uint32_t color, uint32_t key, nexar_client **out) {
+  JOB(NX_COLL_SPLIT, .color = color, .key = key, .out = out);
+  return coll_call(&j, 0, NULL);
+}

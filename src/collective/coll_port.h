@@ -1,0 +1,80 @@
+/* What the collective algorithms need from the runtime: a collective
+ * instance with its own sequence number and signature, and non-blocking
+ * send/receive keyed by (sequence, round, segment) on the communicator.
+ * Implemented in src/runtime/coll_port.c. */
+#ifndef NX_COLLECTIVE_COLL_PORT_H
+#define NX_COLLECTIVE_COLL_PORT_H
+
+#include "core/common.h"
+
+/* Collective operation ids, carried in every collective frame (coll_op). */
+enum nx_coll_op {
+  NX_COLL_ALL_REDUCE = 1,
+  NX_COLL_BROADCAST,
+  NX_COLL_ALL_GATHER,
+  NX_COLL_REDUCE_SCATTER,
+  NX_COLL_REDUCE,
+  NX_COLL_ALL_TO_ALL,
+  NX_COLL_GATHER,
+  NX_COLL_SCATTER,
+  NX_COLL_SCAN,
+  NX_COLL_EXSCAN,
+  NX_COLL_BARRIER,
+  NX_COLL_ALL_REDUCE_BUCKETED,
+  NX_COLL_ALL_REDUCE_RS_AG,
+  NX_COLL_SPLIT,
+};
+
+/* The signature every rank must agree on; a difference is NEXAR_ERR_MISMATCH. */
+typedef struct nx_coll_sig {
+  uint8_t op;     /* nx_coll_op */
+  uint8_t dtype;  /* nexar_dtype (0 when unused) */
+  uint8_t redop;  /* nexar_op (0 when unused) */
+  uint32_t root;  /* 0 when unused */
+  uint64_t count; /* elements (total for bucketed) */
+} nx_coll_sig;
+
+typedef struct nx_coll nx_coll;
+typedef struct nx_creq nx_creq;
+
+/* Starts a collective on c in call order: takes the next sequence number and
+ * registers sig so that peers' frames are checked against it. Call on the
+ * application thread that issued the collective (the order is the call order).
+ * Fails ABORTED / PEER_LOST at once when c is aborted or has a dead member. */
+int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out);
+/* Rank and size of the communicator, sequence number of this collective. */
+uint32_t nx_coll_rank(const nx_coll *k);
+uint32_t nx_coll_size(const nx_coll *k);
+uint64_t nx_coll_seq(const nx_coll *k);
+/* Timeout for this collective in ms (collective or barrier timeout; 0 = none). */
+uint32_t nx_coll_timeout_ms(const nx_coll *k);
+/* Non-blocking send of len bytes to comm rank dest, keyed (round, seg). The
+ * buffer must stay valid until the request is waited. dest may equal the
+ * caller's rank (loopback). */
+int nx_coll_isend(nx_coll *k, uint32_t dest, uint32_t round, uint32_t seg, const void *buf,
+                  size_t len, nx_creq **out);
+/* Non-blocking receive of exactly len bytes from comm rank src, keyed (round, seg). */
+int nx_coll_irecv(nx_coll *k, uint32_t src, uint32_t round, uint32_t seg, void *buf, size_t len,
+                  nx_creq **out);
+/* Waits for r and frees it. 0, or TIMEOUT (no progress for the collective
+ * timeout, message names the peer), PEER_LOST, MISMATCH, ABORTED,
+ * SIZE_MISMATCH (treated as MISMATCH by callers). */
+int nx_coll_wait(nx_coll *k, nx_creq *r);
+/* Waits for all n (NULL entries skipped), frees them; returns the first error. */
+int nx_coll_waitall(nx_coll *k, nx_creq **r, size_t n);
+/* Finishes the collective. On rc != 0, tells the peers (so a MISMATCH is
+ * reported on every rank) and drops the late frames of this sequence. Sets the
+ * thread's error text and returns rc. Frees k. */
+int nx_coll_end(nx_coll *k, int rc);
+
+/* Creates a communicator from parent: members[i] is the parent rank of new
+ * rank i; the caller must be among them; comm_id is chosen by the caller and
+ * must be the same on every member and unique (derive it from the parent's id
+ * and the split's sequence number and color). */
+int nx_comm_derive(nexar_client *parent, uint64_t comm_id, const uint32_t *members, uint32_t n,
+                   nexar_client **out);
+
+/* Runs fn(arg) on a library worker thread (for _nb collectives). */
+int nx_pool_submit(void (*fn)(void *arg), void *arg);
+
+#endif

@@ -1,0 +1,101 @@
+/* Job helpers shared by every schedule: scratch memory that outlives a failed
+ * schedule until nx_coll_end, and messaging wrappers. */
+#include "collective/coll.h"
+
+#include <stdlib.h>
+
+static const char *const nx_op_names[] = {
+    [NX_COLL_ALL_REDUCE] = "all_reduce",
+    [NX_COLL_BROADCAST] = "broadcast",
+    [NX_COLL_ALL_GATHER] = "all_gather",
+    [NX_COLL_REDUCE_SCATTER] = "reduce_scatter",
+    [NX_COLL_REDUCE] = "reduce",
+    [NX_COLL_ALL_TO_ALL] = "all_to_all",
+    [NX_COLL_GATHER] = "gather",
+    [NX_COLL_SCATTER] = "scatter",
+    [NX_COLL_SCAN] = "scan",
+    [NX_COLL_EXSCAN] = "exclusive_scan",
+    [NX_COLL_BARRIER] = "barrier",
+    [NX_COLL_ALL_REDUCE_BUCKETED] = "all_reduce_bucketed",
+    [NX_COLL_ALL_REDUCE_RS_AG] = "all_reduce_rs_ag",
+    [NX_COLL_SPLIT] = "split",
+};
+
+const char *nx_job_name(const nx_job *j) {
+  if (j->kind > 0 && j->kind <= NX_COLL_SPLIT && nx_op_names[j->kind]) return nx_op_names[j->kind];
+  return "collective";
+}
+
+void *nx_job_alloc(nx_job *j, size_t bytes) {
+  for (size_t i = 0; i < NX_JOB_SCRATCH; i++) {
+    if (j->scratch[i]) continue;
+    j->scratch[i] = malloc(bytes ? bytes : 1);
+    if (!j->scratch[i])
+      nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory for %zu bytes of scratch", nx_job_name(j),
+              bytes);
+    return j->scratch[i];
+  }
+  nx_fail(NEXAR_ERR_NOMEM, "%s: too many scratch buffers", nx_job_name(j));
+  return NULL;
+}
+
+/* SIZE_MISMATCH from the port means the peer sent another length: a
+ * mismatched collective (the port keeps the error text). */
+static int map_rc(int rc) {
+  return rc == NEXAR_ERR_SIZE_MISMATCH ? NEXAR_ERR_MISMATCH : rc;
+}
+
+int nx_j_isend(nx_job *j, uint32_t dest, uint32_t round, uint32_t seg, const void *p, size_t len,
+               nx_creq **out) {
+  *out = NULL;
+  if (len == 0) return 0;
+  return map_rc(nx_coll_isend(j->k, dest, round, seg, p, len, out));
+}
+
+int nx_j_irecv(nx_job *j, uint32_t src, uint32_t round, uint32_t seg, void *p, size_t len,
+               nx_creq **out) {
+  *out = NULL;
+  if (len == 0) return 0;
+  return map_rc(nx_coll_irecv(j->k, src, round, seg, p, len, out));
+}
+
+int nx_j_wait(nx_job *j, nx_creq **r) {
+  if (!*r) return 0;
+  nx_creq *q = *r;
+  *r = NULL;
+  return map_rc(nx_coll_wait(j->k, q));
+}
+
+int nx_j_waitall(nx_job *j, nx_creq **r, size_t n) {
+  int rc = map_rc(nx_coll_waitall(j->k, r, n));
+  for (size_t i = 0; i < n; i++) r[i] = NULL;
+  return rc;
+}
+
+int nx_j_sendrecv(nx_job *j, uint32_t dest, const void *sp, size_t slen, uint32_t src, void *rp,
+                  size_t rlen, uint32_t round, uint32_t seg) {
+  nx_creq *q[2] = {NULL, NULL};
+  int rc = 0;
+  if (rp) rc = nx_j_irecv(j, src, round, seg, rp, rlen, &q[0]);
+  if (!rc && sp) rc = nx_j_isend(j, dest, round, seg, sp, slen, &q[1]);
+  if (rc) return rc; /* a posted request is left to nx_coll_end */
+  return nx_j_waitall(j, q, 2);
+}
+
+/* Dissemination: in round i every rank tells (r + 2^i) and hears from
+ * (r - 2^i); after ceil(log2 n) rounds each has heard from all, transitively.
+ * Also used for count-0 collectives so their signature is still checked. */
+int nx_sync(nx_job *j, uint32_t round0) {
+  uint32_t n = j->world, r = j->rank;
+  static const uint8_t token = 1;
+  uint32_t round = round0;
+  for (uint32_t d = 1; d < n; d <<= 1, round++) {
+    int rc = nx_j_sendrecv(j, (r + d) % n, &token, 1, (r + n - d) % n, j->sink, 1, round, 0);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+int nx_run_barrier(nx_job *j) {
+  return nx_sync(j, 0);
+}

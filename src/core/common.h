@@ -1,0 +1,54 @@
+/* Internal helpers shared by every module: error detail, logging, time,
+ * randomness, checked allocation. Internal names use the nx_ prefix. */
+#ifndef NX_CORE_COMMON_H
+#define NX_CORE_COMMON_H
+
+#include <nexar/nexar.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NX_UNUSED(x) ((void)(x))
+#define NX_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define NX_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define NX_PRINTF(f, a) __attribute__((format(printf, f, a)))
+
+/* Records the thread-local error sentence and returns err, so a failure site
+ * reads `return nx_fail(NEXAR_ERR_TIMEOUT, "recv from rank %u: ...", r);`. */
+int nx_fail(int err, const char *fmt, ...) NX_PRINTF(2, 3);
+/* Stores the sentence without a code (used when forwarding a stored message). */
+void nx_set_error_text(const char *text);
+
+/* Logging: silent unless NEXAR_DEBUG=error|warn|info|debug|trace. */
+enum { NX_LOG_OFF = 0, NX_LOG_ERROR, NX_LOG_WARN, NX_LOG_INFO, NX_LOG_DEBUG, NX_LOG_TRACE };
+extern int nx_log_level;
+void nx_log_init(void);
+void nx_log_set_rank(uint32_t rank);
+void nx_log_write(int level, const char *fmt, ...) NX_PRINTF(2, 3);
+#define NX_LOG(lvl, ...)                                                                           \
+  do {                                                                                             \
+    if (nx_log_level >= (lvl)) nx_log_write((lvl), __VA_ARGS__);                                   \
+  } while (0)
+#define NX_ERROR(...) NX_LOG(NX_LOG_ERROR, __VA_ARGS__)
+#define NX_WARN(...) NX_LOG(NX_LOG_WARN, __VA_ARGS__)
+#define NX_INFO(...) NX_LOG(NX_LOG_INFO, __VA_ARGS__)
+#define NX_DEBUG(...) NX_LOG(NX_LOG_DEBUG, __VA_ARGS__)
+#define NX_TRACE(...) NX_LOG(NX_LOG_TRACE, __VA_ARGS__)
+
+/* Monotonic clock in nanoseconds (CLOCK_MONOTONIC). */
+uint64_t nx_now_ns(void);
+/* Fills buf from the OS CSPRNG (getrandom); 0 or NEXAR_ERR_IO. */
+int nx_random(void *buf, size_t len);
+/* Constant-time comparison: 1 if equal. */
+int nx_ct_equal(const void *a, const void *b, size_t len);
+
+/* Allocation that never returns NULL silently: callers check and map to NOMEM. */
+void *nx_calloc(size_t n, size_t size);
+char *nx_strdup(const char *s);
+
+/* Splits "host:port", "[v6]:port" into host and port; 0 or INVALID_ARGUMENT. */
+int nx_split_hostport(const char *addr, char *host, size_t hostcap, uint16_t *port);
+
+#endif

@@ -1,0 +1,90 @@
+/* Configuration: defaults, NEXAR_* environment variables, validation.
+ *
+ * One table in config.c maps every nexar_config field to its variable
+ * (NEXAR_ + the field name in upper case), its type and its default; the
+ * defaults, the environment parser and nx_config_print all walk it.
+ *
+ * Variable syntax (strict: no sign, no spaces, base 10, overflow is an error):
+ *   milliseconds, counts  digits, up to 4294967295
+ *   byte sizes            digits + optional K|M|G|T or KiB|MiB|GiB|TiB (powers
+ *                         of 1024, case-insensitive): "8M", "2MiB", "4g"
+ *   booleans              0|1|true|false|yes|no|on|off (case-insensitive)
+ *   NEXAR_RECOVERY_POLICY automatic|manual|abort
+ *   NEXAR_TOPOLOGY        full_mesh|hypercube|k_regular[:K] (K even, >= 2; also
+ *                         sets topology_degree, and must agree with
+ *                         NEXAR_TOPOLOGY_DEGREE when both are set)
+ *   strings               any text; the pointer points into the environment
+ * A variable that is set but empty counts as unset. A malformed one is
+ * NEXAR_ERR_INVALID_ARGUMENT with a sentence naming it and its value.
+ *
+ * Struct versions: nexar_config only grows at the end. A struct_size is valid
+ * when it equals the size of a released layout (today only v1, the struct as
+ * it is now); a caller built against an older header gets defaults (plus the
+ * environment) for the fields it does not know, and nothing past its
+ * struct_size is written. */
+#ifndef NX_CORE_CONFIG_H
+#define NX_CORE_CONFIG_H
+
+#include "core/common.h"
+
+#include <stdio.h>
+
+/* Size of the first public layout: adapter is its last field, forever. */
+#define NX_CONFIG_SIZE_V1 (offsetof(nexar_config, adapter) + sizeof(void *))
+
+/* 1 if size is the struct_size of a released nexar_config layout. */
+int nx_config_size_known(size_t size);
+
+/* The work behind nexar_config_default_sized, without the version check:
+ * writes defaults, then the environment, into the first nbytes of cfg
+ * (sizeof(size_t) <= nbytes <= sizeof(nexar_config)) and sets
+ * cfg->struct_size = nbytes. Never writes past nbytes. On a malformed
+ * variable cfg holds the plain defaults and the error is returned. */
+int nx_config_fill_default(nexar_config *cfg, size_t nbytes);
+
+/* Checks and copies a caller's config into out, a full-size internal copy.
+ * in == NULL: defaults plus environment. Otherwise in->struct_size must be a
+ * released layout size ("config.struct_size not set by nexar_config_default"
+ * if not); fields past it get defaults plus environment. Then validates
+ * (errors name the field, "config.heartbeat_timeout_ms must exceed ...") and
+ * duplicates cluster_token and bind_addr ("" becomes NULL) so in need not
+ * outlive the call; booleans become 0/1. adapter is copied as a pointer.
+ * out must not alias in; on failure out is zeroed (nx_config_release on it is
+ * a no-op). To inherit a config (sub-communicators), resolve the parent's
+ * resolved copy into the child. 0, INVALID_ARGUMENT or NOMEM. */
+int nx_config_resolve(const nexar_config *in, nexar_config *out);
+
+/* Frees the strings nx_config_resolve duplicated and sets them to NULL. NULL
+ * and repeated calls are fine. */
+void nx_config_release(nexar_config *c);
+
+/* Writes every field as a NEXAR_X=value line (byte sizes in plain bytes,
+ * enums by name, the cluster token only as "(set)" or "(unset)", NULL
+ * bind_addr as "(unset)", adapter as "(none)" or "(set)"). */
+void nx_config_print(FILE *f, const nexar_config *c);
+
+/* "automatic", "manual", "abort"; "?" for an invalid value. */
+const char *nx_recovery_policy_name(nexar_recovery_policy p);
+/* "full_mesh", "k_regular", "hypercube"; "?" for an invalid value. */
+const char *nx_topology_name(nexar_topology t);
+
+/* Strict parsers. `what` names the source in the error sentence (a variable
+ * such as "NEXAR_RANK", or a command-line flag): "NEXAR_RANK='x': expected
+ * ...". *out is written only on success. 0 or NEXAR_ERR_INVALID_ARGUMENT. */
+int nx_parse_u32(const char *what, const char *s, uint32_t *out);
+int nx_parse_u16(const char *what, const char *s, uint16_t *out);
+int nx_parse_bytes(const char *what, const char *s, size_t *out);
+int nx_parse_bool(const char *what, const char *s, int *out);
+
+/* Environment variables with the parsers above. A variable that is unset or
+ * empty leaves *out untouched and sets *present = 0; a set one sets
+ * *present = 1 and *out, or fails naming the variable and its value (then
+ * *present = 0). present may be NULL. nx_env_str's *out points into the
+ * environment. 0 or NEXAR_ERR_INVALID_ARGUMENT. */
+int nx_env_u32(const char *name, uint32_t *out, int *present);
+int nx_env_u16(const char *name, uint16_t *out, int *present);
+int nx_env_bytes(const char *name, size_t *out, int *present);
+int nx_env_bool(const char *name, int *out, int *present);
+int nx_env_str(const char *name, const char **out, int *present);
+
+#endif

@@ -1,0 +1,54 @@
+/* The fixed binary header that starts every message on every transport.
+ * 64 bytes, little-endian, validated before anything is allocated. */
+#ifndef NX_CORE_FRAME_H
+#define NX_CORE_FRAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NX_FRAME_MAGIC 0x584eu /* "NX" */
+#define NX_FRAME_VERSION 1u
+#define NX_FRAME_HDR_LEN 64u
+/* Largest payload a peer may declare: 64 GiB. Bigger is a protocol error. */
+#define NX_FRAME_MAX_PAYLOAD (64ull << 30)
+
+/* What a frame carries. Control kinds never share a queue with user data. */
+enum nx_frame_kind {
+  NX_KIND_P2P = 1,       /* tagged user message: tag = user tag */
+  NX_KIND_COLL = 2,      /* collective data: tag = sequence, round, segment, signature */
+  NX_KIND_RPC_REQ = 3,   /* tag = request id, round = fn_id */
+  NX_KIND_RPC_RESP = 4,  /* tag = request id, status = result code */
+  NX_KIND_HEARTBEAT = 5, /* liveness, consumed by the engine */
+  NX_KIND_ABORT = 6,     /* comm aborted by the sender */
+  NX_KIND_COLL_FAIL = 7, /* collective `tag` failed on the sender (status = code) */
+  NX_KIND_MAX = 7
+};
+
+enum nx_frame_flags {
+  NX_FLAG_LAST = 1u << 0, /* last segment of a chunked message */
+};
+
+typedef struct nx_frame {
+  uint8_t kind;      /* nx_frame_kind */
+  uint8_t flags;     /* nx_frame_flags */
+  uint8_t coll_op;   /* collective operation id (collectives) */
+  uint8_t dtype;     /* nexar_dtype (collectives) */
+  uint8_t redop;     /* nexar_op (collectives) */
+  uint64_t comm_id;  /* communicator; 0 = root */
+  uint32_t src;      /* sender's rank in the root communicator */
+  uint64_t tag;      /* p2p tag, collective sequence or RPC request id */
+  uint32_t round;    /* collective round, RPC fn_id */
+  uint32_t segment;  /* collective segment */
+  uint32_t root;     /* collective root */
+  int32_t status;    /* result code (RPC responses, failures) */
+  uint64_t count;    /* collective element count */
+  uint64_t length;   /* payload bytes after the header */
+} nx_frame;
+
+/* Writes the 64-byte header. */
+void nx_frame_encode(const nx_frame *f, uint8_t out[NX_FRAME_HDR_LEN]);
+/* Parses and validates a header; 0 or NEXAR_ERR_PROTOCOL (bad magic, version,
+ * kind, length above NX_FRAME_MAX_PAYLOAD, non-zero reserved bytes). */
+int nx_frame_decode(const uint8_t *in, size_t len, nx_frame *f);
+
+#endif

@@ -1,0 +1,73 @@
+/* NEXAR_DEBUG logging: silent by default, lines prefixed host:pid:rank. */
+#include "core/common.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+int nx_log_level = NX_LOG_OFF;
+static FILE *nx_log_fp;
+static char nx_log_host[64];
+static _Thread_local int nx_log_rank = -1;
+static pthread_once_t nx_log_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t nx_log_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void nx_log_setup(void) {
+  const char *lv = getenv("NEXAR_DEBUG");
+  if (!lv || !*lv) return;
+  static const char *names[] = {"off", "error", "warn", "info", "debug", "trace"};
+  nx_log_level = NX_LOG_DEBUG; /* a set but unknown value means "debug" */
+  for (int i = 0; i < 6; i++)
+    if (strcasecmp(lv, names[i]) == 0) nx_log_level = i;
+  if (strcmp(lv, "1") == 0) nx_log_level = NX_LOG_DEBUG;
+  gethostname(nx_log_host, sizeof nx_log_host - 1);
+  nx_log_fp = stderr;
+  const char *file = getenv("NEXAR_DEBUG_FILE");
+  if (file && *file) {
+    char path[512];
+    size_t o = 0;
+    for (const char *p = file; *p && o + 32 < sizeof path; p++) {
+      if (p[0] == '%' && p[1] == 'h') {
+        o += (size_t)snprintf(path + o, sizeof path - o, "%s", nx_log_host), p++;
+      } else if (p[0] == '%' && p[1] == 'p') {
+        o += (size_t)snprintf(path + o, sizeof path - o, "%d", (int)getpid()), p++;
+      } else if (p[0] == '%' && p[1] == 'r') {
+        o += (size_t)snprintf(path + o, sizeof path - o, "%s", getenv("RANK") ? getenv("RANK") : "x"),
+            p++;
+      } else {
+        path[o++] = *p;
+      }
+    }
+    path[o] = 0;
+    FILE *f = fopen(path, "a");
+    if (f) nx_log_fp = f;
+  }
+}
+
+void nx_log_init(void) {
+  pthread_once(&nx_log_once, nx_log_setup);
+}
+
+void nx_log_set_rank(uint32_t rank) {
+  nx_log_rank = (int)rank;
+}
+
+void nx_log_write(int level, const char *fmt, ...) {
+  static const char *tag[] = {"", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  pthread_mutex_lock(&nx_log_mu);
+  fprintf(nx_log_fp ? nx_log_fp : stderr, "%s:%d:%d %ld.%06ld %s %s\n", nx_log_host, (int)getpid(),
+          nx_log_rank, (long)ts.tv_sec, ts.tv_nsec / 1000, tag[level], msg);
+  fflush(nx_log_fp ? nx_log_fp : stderr);
+  pthread_mutex_unlock(&nx_log_mu);
+}

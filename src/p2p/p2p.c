@@ -1,0 +1,206 @@
+/* Point-to-point: tagged send/recv (blocking, non-blocking, iov) and probe. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime/comm.h"
+#include "runtime/request.h"
+
+static int check_iov(const nexar_iovec *iov, size_t n, const char *op, uint64_t *total) {
+  if (n && !iov) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: NULL iov", op);
+  uint64_t t = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (iov[i].len && !iov[i].base)
+      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: iov[%zu] has a NULL base", op, i);
+    t += iov[i].len;
+  }
+  *total = t;
+  return 0;
+}
+
+static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t dest,
+                      uint32_t tag, nexar_request **out) {
+  *out = NULL;
+  int rc = nx_comm_check(c, "send");
+  if (rc) return rc;
+  uint64_t total;
+  if ((rc = check_iov(iov, n, "send", &total))) return rc;
+  if (dest >= c->size)
+    return nx_fail(NEXAR_ERR_INVALID_RANK, "send to rank %u: comm %llu has %u ranks", dest,
+                   (unsigned long long)c->id, c->size);
+  nexar_request *r = nx_req_new();
+  if (!r) return nx_fail(NEXAR_ERR_NOMEM, "send request");
+  r->kind = NX_REQ_SEND;
+  r->ep = c->ep;
+  r->peer = dest;
+  r->timeout_ms = c->cfg.collective_timeout_ms;
+  snprintf(r->what, sizeof r->what, "send to rank %u tag %u on comm %llu", dest, tag,
+           (unsigned long long)c->id);
+  nx_frame f = {0};
+  f.kind = NX_KIND_P2P;
+  f.comm_id = c->id;
+  f.tag = tag;
+  pthread_mutex_lock(&c->ep->mu);
+  rc = nx_ep_send_locked(c->ep, c->members[dest], &f, iov, n, r, NULL);
+  pthread_mutex_unlock(&c->ep->mu);
+  if (rc) {
+    nx_req_free(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
+}
+
+static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src,
+                      uint32_t tag, nexar_request **out) {
+  *out = NULL;
+  int rc = nx_comm_check(c, "recv");
+  if (rc) return rc;
+  uint64_t total;
+  if ((rc = check_iov(iov, n, "recv", &total))) return rc;
+  if (src >= c->size)
+    return nx_fail(NEXAR_ERR_INVALID_RANK, "recv from rank %u: comm %llu has %u ranks", src,
+                   (unsigned long long)c->id, c->size);
+  nexar_request *r = nx_req_new();
+  if (!r) return nx_fail(NEXAR_ERR_NOMEM, "recv request");
+  if (n == 1) {
+    r->recv.iov1 = iov[0];
+    r->recv.iov = &r->recv.iov1;
+  } else if (n > 1) {
+    r->iov_copy = malloc(n * sizeof *iov);
+    if (!r->iov_copy) {
+      nx_req_free(r);
+      return nx_fail(NEXAR_ERR_NOMEM, "recv request");
+    }
+    memcpy(r->iov_copy, iov, n * sizeof *iov);
+    r->recv.iov = r->iov_copy;
+  }
+  r->recv.niov = n;
+  r->recv.len = total;
+  r->recv.req = r;
+  r->recv.key = (nx_key){.comm = c->id, .kind = NX_KIND_P2P, .src = c->members[src], .tag = tag};
+  r->kind = NX_REQ_RECV;
+  r->ep = c->ep;
+  r->peer = src;
+  r->timeout_ms = c->cfg.collective_timeout_ms;
+  snprintf(r->what, sizeof r->what, "recv from rank %u tag %u on comm %llu", src, tag,
+           (unsigned long long)c->id);
+  nx_ep *ep = c->ep;
+  pthread_mutex_lock(&ep->mu);
+  rc = nx_match_post(ep, &r->recv);
+  if (rc == 0 && !r->recv.done && !r->recv.msg) {
+    nx_peer *p = &ep->peers[c->members[src]];
+    if (p->state == NX_PEER_DEAD) {
+      nx_match_cancel(ep, &r->recv);
+      rc = nx_fail(NEXAR_ERR_PEER_LOST, "recv from rank %u tag %u: peer lost (%s)", src, tag,
+                   p->why);
+    }
+  }
+  pthread_mutex_unlock(&ep->mu);
+  if (rc) {
+    nx_req_free(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
+}
+
+static int finish(int rc, nexar_request *r) {
+  if (rc) return rc;
+  rc = nx_req_wait(r); /* start_* succeeded, so r is set */
+  nx_req_free(r);
+  return rc;
+}
+
+int nexar_send_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t dest,
+                   uint32_t tag) {
+  nexar_request *r = NULL;
+  int rc = start_send(c, iov, n, dest, tag, &r);
+  return finish(rc, r);
+}
+
+int nexar_send(nexar_client *c, const void *buf, size_t len, uint32_t dest, uint32_t tag) {
+  nexar_iovec v = {(void *)buf, len};
+  return nexar_send_iov(c, &v, 1, dest, tag);
+}
+
+int nexar_send_nb(nexar_client *c, const void *buf, size_t len, uint32_t dest, uint32_t tag,
+                  nexar_request **req) {
+  if (!req) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "send_nb: NULL request pointer");
+  nexar_iovec v = {(void *)buf, len};
+  return start_send(c, &v, 1, dest, tag, req);
+}
+
+int nexar_recv_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src,
+                   uint32_t tag) {
+  nexar_request *r = NULL;
+  int rc = start_recv(c, iov, n, src, tag, &r);
+  return finish(rc, r);
+}
+
+int nexar_recv(nexar_client *c, void *buf, size_t len, uint32_t src, uint32_t tag) {
+  nexar_iovec v = {buf, len};
+  return nexar_recv_iov(c, &v, 1, src, tag);
+}
+
+int nexar_recv_nb(nexar_client *c, void *buf, size_t len, uint32_t src, uint32_t tag,
+                  nexar_request **req) {
+  if (!req) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "recv_nb: NULL request pointer");
+  nexar_iovec v = {buf, len};
+  return start_recv(c, &v, 1, src, tag, req);
+}
+
+static int probe(nexar_client *c, int any, uint32_t src, uint32_t tag, uint32_t *osrc,
+                 size_t *len) {
+  int rc = nx_comm_check(c, "probe");
+  if (rc) return rc;
+  if (!len) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "probe: NULL length pointer");
+  if (!any && src >= c->size)
+    return nx_fail(NEXAR_ERR_INVALID_RANK, "probe rank %u: comm %llu has %u ranks", src,
+                   (unsigned long long)c->id, c->size);
+  nx_ep *ep = c->ep;
+  nx_key k = {.comm = c->id, .kind = NX_KIND_P2P, .src = any ? 0 : c->members[src], .tag = tag};
+  uint64_t t = c->cfg.collective_timeout_ms;
+  uint64_t deadline = t ? nx_now_ns() + t * 1000000ull : 0;
+  pthread_mutex_lock(&ep->mu);
+  for (;;) {
+    nx_msg *m = nx_match_peek(ep, &k, any);
+    if (m) {
+      *len = (size_t)m->f.length;
+      if (osrc) *osrc = c->of_root[m->f.src];
+      break;
+    }
+    if (atomic_load(&c->aborted)) {
+      rc = nx_fail(NEXAR_ERR_ABORTED, "probe on comm %llu: aborted", (unsigned long long)c->id);
+      break;
+    }
+    if (!any && ep->peers[k.src].state == NX_PEER_DEAD) {
+      rc = nx_fail(NEXAR_ERR_PEER_LOST, "probe rank %u tag %u: peer lost (%s)", src, tag,
+                   ep->peers[k.src].why);
+      break;
+    }
+    uint64_t now = nx_now_ns();
+    if (deadline && now >= deadline) {
+      rc = any ? nx_fail(NEXAR_ERR_TIMEOUT, "probe_any tag %u on comm %llu: nothing for %llu ms",
+                         tag, (unsigned long long)c->id, (unsigned long long)t)
+               : nx_fail(NEXAR_ERR_TIMEOUT, "probe rank %u tag %u on comm %llu: nothing for "
+                         "%llu ms", src, tag, (unsigned long long)c->id, (unsigned long long)t);
+      break;
+    }
+    uint64_t w = now + 50000000ull;
+    if (deadline && deadline < w) w = deadline;
+    struct timespec ts = {(time_t)(w / 1000000000ull), (long)(w % 1000000000ull)};
+    pthread_cond_timedwait(&ep->cv, &ep->mu, &ts);
+  }
+  pthread_mutex_unlock(&ep->mu);
+  return rc;
+}
+
+int nexar_probe(nexar_client *c, uint32_t src, uint32_t tag, size_t *len) {
+  return probe(c, 0, src, tag, NULL, len);
+}
+
+int nexar_probe_any(nexar_client *c, uint32_t tag, uint32_t *src, size_t *len) {
+  if (!src) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "probe_any: NULL source pointer");
+  return probe(c, 1, 0, tag, src, len);
+}

@@ -1,0 +1,247 @@
+/* AVX2 + F16C kernels. Each function carries its own target attribute, so
+ * the file needs no special flags and the dispatcher only calls in here when
+ * the CPU has both features. Every operation reproduces reduce.c bit for bit;
+ * the tail that does not fill a vector is handed to the scalar kernels. */
+#include "reduce/reduce.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define TGT __attribute__((target("avx2,f16c")))
+#define INL static inline __attribute__((always_inline)) TGT
+
+typedef unsigned char uchar;
+
+/* ------------------------------------------------------------- floats */
+
+/* x86 NaN results copy an operand or are negative (inf - inf): replace any
+ * NaN with the default quiet NaN like the scalar kernels. */
+INL __m256 canon_ps(__m256 r) {
+  return _mm256_blendv_ps(r, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)),
+                          _mm256_cmp_ps(r, r, _CMP_UNORD_Q));
+}
+
+INL __m256 sum_ps(__m256 x, __m256 y) {
+  return canon_ps(_mm256_add_ps(x, y));
+}
+
+INL __m256 prod_ps(__m256 x, __m256 y) {
+  return canon_ps(_mm256_mul_ps(x, y));
+}
+
+/* vminps returns its second operand on equality or NaN. Taking both operand
+ * orders and OR-ing gives the minimum when the inputs differ and x|y when
+ * they compare equal, which is -0 for {-0, +0}; NaNs are then overwritten. */
+INL __m256 min_ps(__m256 x, __m256 y) {
+  __m256 m = _mm256_or_ps(_mm256_min_ps(x, y), _mm256_min_ps(y, x));
+  return _mm256_blendv_ps(m, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)),
+                          _mm256_cmp_ps(x, y, _CMP_UNORD_Q));
+}
+
+/* As min_ps with AND: +0 & -0 is +0. */
+INL __m256 max_ps(__m256 x, __m256 y) {
+  __m256 m = _mm256_and_ps(_mm256_max_ps(x, y), _mm256_max_ps(y, x));
+  return _mm256_blendv_ps(m, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)),
+                          _mm256_cmp_ps(x, y, _CMP_UNORD_Q));
+}
+
+INL __m256d canon_pd(__m256d r) {
+  return _mm256_blendv_pd(r, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7ff8000000000000ll)),
+                          _mm256_cmp_pd(r, r, _CMP_UNORD_Q));
+}
+
+INL __m256d sum_pd(__m256d x, __m256d y) {
+  return canon_pd(_mm256_add_pd(x, y));
+}
+
+INL __m256d prod_pd(__m256d x, __m256d y) {
+  return canon_pd(_mm256_mul_pd(x, y));
+}
+
+INL __m256d min_pd(__m256d x, __m256d y) {
+  __m256d m = _mm256_or_pd(_mm256_min_pd(x, y), _mm256_min_pd(y, x));
+  return _mm256_blendv_pd(m, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7ff8000000000000ll)),
+                          _mm256_cmp_pd(x, y, _CMP_UNORD_Q));
+}
+
+INL __m256d max_pd(__m256d x, __m256d y) {
+  __m256d m = _mm256_and_pd(_mm256_max_pd(x, y), _mm256_max_pd(y, x));
+  return _mm256_blendv_pd(m, _mm256_castsi256_pd(_mm256_set1_epi64x(0x7ff8000000000000ll)),
+                          _mm256_cmp_pd(x, y, _CMP_UNORD_Q));
+}
+
+/* ------------------------------------------- 16-bit float loads/stores */
+
+/* vcvtph2ps is exact and quiets NaNs exactly like nx_f16_to_f32. */
+INL __m256 ld_f16(const uchar *p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* vcvtps2ph with immediate 0 rounds to nearest even, subnormals included. */
+INL void st_f16(uchar *p, __m256 v) {
+  _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* bf16 widening is a shift. A signaling NaN stays signaling here, unlike in
+ * nx_bf16_to_f32, but every op below turns NaN inputs into the default NaN. */
+INL __m256 ld_bf16(const uchar *p) {
+  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+}
+
+/* Round to nearest even as nx_f32_to_bf16. NaN inputs are always the default
+ * NaN here (canonicalised by the op), which this rounding maps to 0x7fc0. */
+INL void st_bf16(uchar *p, __m256 v) {
+  __m256i x = _mm256_castps_si256(v);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
+  x = _mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
+  x = _mm256_srli_epi32(x, 16);
+  _mm_storeu_si128((__m128i *)p,
+                   _mm_packus_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1)));
+}
+
+/* ------------------------------------------------------------ integers */
+
+/* No byte multiply: multiply 16-bit lanes twice, even and odd bytes. The low
+ * byte of a 16-bit product only depends on the low bytes of the factors. */
+INL __m256i mullo_epi8(__m256i x, __m256i y) {
+  __m256i even = _mm256_mullo_epi16(x, y);
+  __m256i odd = _mm256_mullo_epi16(_mm256_srli_epi16(x, 8), _mm256_srli_epi16(y, 8));
+  return _mm256_or_si256(_mm256_and_si256(even, _mm256_set1_epi16(0xff)),
+                         _mm256_slli_epi16(odd, 8));
+}
+
+/* Low 64 bits of x*y from 32x32->64 products; the hi*hi term falls off. */
+INL __m256i mullo_epi64(__m256i x, __m256i y) {
+  __m256i lo = _mm256_mul_epu32(x, y);
+  __m256i c1 = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), y);
+  __m256i c2 = _mm256_mul_epu32(x, _mm256_srli_epi64(y, 32));
+  return _mm256_add_epi64(lo, _mm256_slli_epi64(_mm256_add_epi64(c1, c2), 32));
+}
+
+INL __m256i min_epi64(__m256i x, __m256i y) {
+  return _mm256_blendv_epi8(x, y, _mm256_cmpgt_epi64(x, y));
+}
+
+INL __m256i max_epi64(__m256i x, __m256i y) {
+  return _mm256_blendv_epi8(y, x, _mm256_cmpgt_epi64(x, y));
+}
+
+/* Unsigned order is signed order with the sign bits flipped. */
+INL __m256i gt_epu64(__m256i x, __m256i y) {
+  __m256i s = _mm256_set1_epi64x((long long)0x8000000000000000ull);
+  return _mm256_cmpgt_epi64(_mm256_xor_si256(x, s), _mm256_xor_si256(y, s));
+}
+
+INL __m256i min_epu64(__m256i x, __m256i y) {
+  return _mm256_blendv_epi8(x, y, gt_epu64(x, y));
+}
+
+INL __m256i max_epu64(__m256i x, __m256i y) {
+  return _mm256_blendv_epi8(y, x, gt_epu64(x, y));
+}
+
+/* ------------------------------------------------------------- kernels */
+
+/* A kernel processes whole vectors and returns how many elements it did. */
+typedef size_t (*kernel_fn)(uchar *, const uchar *, const uchar *, size_t);
+
+#define K_PS(NAME, FN)                                                                             \
+  static TGT size_t NAME(uchar *d, const uchar *x, const uchar *y, size_t n) {                     \
+    size_t i = 0;                                                                                  \
+    for (; i + 8 <= n; i += 8)                                                                     \
+      _mm256_storeu_ps((float *)(d + 4 * i), FN(_mm256_loadu_ps((const float *)(x + 4 * i)),       \
+                                                _mm256_loadu_ps((const float *)(y + 4 * i))));     \
+    return i;                                                                                      \
+  }
+
+#define K_PD(NAME, FN)                                                                             \
+  static TGT size_t NAME(uchar *d, const uchar *x, const uchar *y, size_t n) {                     \
+    size_t i = 0;                                                                                  \
+    for (; i + 4 <= n; i += 4)                                                                     \
+      _mm256_storeu_pd((double *)(d + 8 * i), FN(_mm256_loadu_pd((const double *)(x + 8 * i)),     \
+                                                 _mm256_loadu_pd((const double *)(y + 8 * i))));   \
+    return i;                                                                                      \
+  }
+
+/* 16-bit floats are combined in f32, eight at a time. */
+#define K_HALF(NAME, FN, LD, ST)                                                                   \
+  static TGT size_t NAME(uchar *d, const uchar *x, const uchar *y, size_t n) {                     \
+    size_t i = 0;                                                                                  \
+    for (; i + 8 <= n; i += 8)                                                                     \
+      ST(d + 2 * i, FN(LD(x + 2 * i), LD(y + 2 * i)));                                             \
+    return i;                                                                                      \
+  }
+
+/* ESZ bytes per element, 32/ESZ elements per vector. */
+#define K_INT(NAME, ESZ, FN)                                                                       \
+  static TGT size_t NAME(uchar *d, const uchar *x, const uchar *y, size_t n) {                     \
+    size_t i = 0;                                                                                  \
+    for (; i + 32 / ESZ <= n; i += 32 / ESZ)                                                       \
+      _mm256_storeu_si256((__m256i *)(d + ESZ * i),                                                \
+                          FN(_mm256_loadu_si256((const __m256i *)(x + ESZ * i)),                   \
+                             _mm256_loadu_si256((const __m256i *)(y + ESZ * i))));                 \
+    return i;                                                                                      \
+  }
+
+K_PS(k_sum_f32, sum_ps)
+K_PS(k_prod_f32, prod_ps)
+K_PS(k_min_f32, min_ps)
+K_PS(k_max_f32, max_ps)
+K_PD(k_sum_f64, sum_pd)
+K_PD(k_prod_f64, prod_pd)
+K_PD(k_min_f64, min_pd)
+K_PD(k_max_f64, max_pd)
+K_HALF(k_sum_f16, sum_ps, ld_f16, st_f16)
+K_HALF(k_prod_f16, prod_ps, ld_f16, st_f16)
+K_HALF(k_min_f16, min_ps, ld_f16, st_f16)
+K_HALF(k_max_f16, max_ps, ld_f16, st_f16)
+K_HALF(k_sum_bf16, sum_ps, ld_bf16, st_bf16)
+K_HALF(k_prod_bf16, prod_ps, ld_bf16, st_bf16)
+K_HALF(k_min_bf16, min_ps, ld_bf16, st_bf16)
+K_HALF(k_max_bf16, max_ps, ld_bf16, st_bf16)
+/* Wrapping sums and products are the same bits for signed and unsigned. */
+K_INT(k_sum_x8, 1, _mm256_add_epi8)
+K_INT(k_prod_x8, 1, mullo_epi8)
+K_INT(k_min_i8, 1, _mm256_min_epi8)
+K_INT(k_max_i8, 1, _mm256_max_epi8)
+K_INT(k_min_u8, 1, _mm256_min_epu8)
+K_INT(k_max_u8, 1, _mm256_max_epu8)
+K_INT(k_sum_x32, 4, _mm256_add_epi32)
+K_INT(k_prod_x32, 4, _mm256_mullo_epi32)
+K_INT(k_min_i32, 4, _mm256_min_epi32)
+K_INT(k_max_i32, 4, _mm256_max_epi32)
+K_INT(k_min_u32, 4, _mm256_min_epu32)
+K_INT(k_max_u32, 4, _mm256_max_epu32)
+K_INT(k_sum_x64, 8, _mm256_add_epi64)
+K_INT(k_prod_x64, 8, mullo_epi64)
+K_INT(k_min_i64, 8, min_epi64)
+K_INT(k_max_i64, 8, max_epi64)
+K_INT(k_min_u64, 8, min_epu64)
+K_INT(k_max_u64, 8, max_epu64)
+
+/* Indexed [nexar_dtype][nexar_op]. */
+static const kernel_fn kernels[10][4] = {
+    {k_sum_f32, k_prod_f32, k_min_f32, k_max_f32},
+    {k_sum_f64, k_prod_f64, k_min_f64, k_max_f64},
+    {k_sum_f16, k_prod_f16, k_min_f16, k_max_f16},
+    {k_sum_bf16, k_prod_bf16, k_min_bf16, k_max_bf16},
+    {k_sum_x8, k_prod_x8, k_min_i8, k_max_i8},
+    {k_sum_x32, k_prod_x32, k_min_i32, k_max_i32},
+    {k_sum_x64, k_prod_x64, k_min_i64, k_max_i64},
+    {k_sum_x8, k_prod_x8, k_min_u8, k_max_u8},
+    {k_sum_x32, k_prod_x32, k_min_u32, k_max_u32},
+    {k_sum_x64, k_prod_x64, k_min_u64, k_max_u64},
+};
+
+void nx_reduce3_avx2(void *dst, const void *a, const void *b, size_t count, nexar_dtype dt,
+                     nexar_op op) {
+  size_t done = kernels[dt][op](dst, a, b, count);
+  if (done < count) {
+    size_t off = done * nexar_dtype_size(dt);
+    nx_reduce3_scalar((uchar *)dst + off, (const uchar *)a + off, (const uchar *)b + off,
+                      count - done, dt, op);
+  }
+}
+
+#endif

@@ -1,0 +1,214 @@
+/* AVX-512 (F, BW, DQ) kernels: reduce_avx2.c at twice the width, with mask
+ * registers for the NaN and signed-zero fix-ups. Same rules as there: own
+ * target attributes, bit-identical to reduce.c, scalar tail. */
+#include "reduce/reduce.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+#define TGT __attribute__((target("avx512f,avx512bw,avx512dq,avx2,f16c")))
+#define INL static inline __attribute__((always_inline)) TGT
+
+typedef unsigned char uchar;
+
+/* ------------------------------------------------------------- floats */
+
+INL __m512 qnan_ps(void) {
+  return _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000));
+}
+
+INL __m512d qnan_pd(void) {
+  return _mm512_castsi512_pd(_mm512_set1_epi64(0x7ff8000000000000ll));
+}
+
+/* Any NaN result becomes the default quiet NaN (see reduce.h). */
+INL __m512 canon_ps(__m512 r) {
+  return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q), qnan_ps());
+}
+
+INL __m512 sum_ps(__m512 x, __m512 y) {
+  return canon_ps(_mm512_add_ps(x, y));
+}
+
+INL __m512 prod_ps(__m512 x, __m512 y) {
+  return canon_ps(_mm512_mul_ps(x, y));
+}
+
+/* vminps gives its second operand on equality and NaN: on equality take x|y
+ * (-0 for {-0, +0}), on NaN the default NaN. */
+INL __m512 min_ps(__m512 x, __m512 y) {
+  __m512 m = _mm512_min_ps(x, y);
+  __m512 both = _mm512_or_ps(x, y);
+  m = _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(x, y, _CMP_EQ_OQ), both);
+  return _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(x, y, _CMP_UNORD_Q), qnan_ps());
+}
+
+/* As min_ps with x&y: +0 for {-0, +0}. */
+INL __m512 max_ps(__m512 x, __m512 y) {
+  __m512 m = _mm512_max_ps(x, y);
+  __m512 both = _mm512_and_ps(x, y);
+  m = _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(x, y, _CMP_EQ_OQ), both);
+  return _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(x, y, _CMP_UNORD_Q), qnan_ps());
+}
+
+INL __m512d canon_pd(__m512d r) {
+  return _mm512_mask_mov_pd(r, _mm512_cmp_pd_mask(r, r, _CMP_UNORD_Q), qnan_pd());
+}
+
+INL __m512d sum_pd(__m512d x, __m512d y) {
+  return canon_pd(_mm512_add_pd(x, y));
+}
+
+INL __m512d prod_pd(__m512d x, __m512d y) {
+  return canon_pd(_mm512_mul_pd(x, y));
+}
+
+INL __m512d min_pd(__m512d x, __m512d y) {
+  __m512d m = _mm512_min_pd(x, y);
+  __m512d both = _mm512_or_pd(x, y);
+  m = _mm512_mask_mov_pd(m, _mm512_cmp_pd_mask(x, y, _CMP_EQ_OQ), both);
+  return _mm512_mask_mov_pd(m, _mm512_cmp_pd_mask(x, y, _CMP_UNORD_Q), qnan_pd());
+}
+
+INL __m512d max_pd(__m512d x, __m512d y) {
+  __m512d m = _mm512_max_pd(x, y);
+  __m512d both = _mm512_and_pd(x, y);
+  m = _mm512_mask_mov_pd(m, _mm512_cmp_pd_mask(x, y, _CMP_EQ_OQ), both);
+  return _mm512_mask_mov_pd(m, _mm512_cmp_pd_mask(x, y, _CMP_UNORD_Q), qnan_pd());
+}
+
+/* ------------------------------------------- 16-bit float loads/stores */
+
+/* vcvtph2ps: exact, NaNs quieted as nx_f16_to_f32 does. */
+INL __m512 ld_f16(const uchar *p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+/* vcvtps2ph, immediate 0: round to nearest even, subnormals included. */
+INL void st_f16(uchar *p, __m512 v) {
+  _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* A shift; signaling NaNs stay signaling but every op maps NaN inputs to the
+ * default NaN. (vcvtneps2bf16 is not used for stores: it flushes
+ * subnormals.) */
+INL __m512 ld_bf16(const uchar *p) {
+  __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
+/* Round to nearest even; NaNs here are always the default NaN -> 0x7fc0. */
+INL void st_bf16(uchar *p, __m512 v) {
+  __m512i x = _mm512_castps_si512(v);
+  __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
+  x = _mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
+  _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(_mm512_srli_epi32(x, 16)));
+}
+
+/* ------------------------------------------------------------ integers */
+
+/* Byte products from two 16-bit multiplies (even bytes, then odd bytes). */
+INL __m512i mullo_epi8(__m512i x, __m512i y) {
+  __m512i even = _mm512_mullo_epi16(x, y);
+  __m512i odd = _mm512_mullo_epi16(_mm512_srli_epi16(x, 8), _mm512_srli_epi16(y, 8));
+  return _mm512_mask_blend_epi8((__mmask64)0xaaaaaaaaaaaaaaaaull, even, _mm512_slli_epi16(odd, 8));
+}
+
+/* ------------------------------------------------------------- kernels */
+
+typedef size_t (*kernel_fn)(uchar *, const uchar *, const uchar *, size_t);
+
+#define K_PS(NAME, FN)                                                                             \
+  static TGT size_t NAME(uchar *d, const uchar *x, const uchar *y, size_t n) {                     \
+    size_t i = 0;                                                                                  \
+    for (; i + 16 <= n; i += 16)                                                                   \
+      _mm512_storeu_ps(d + 4 * i, FN(_mm512_loadu_ps(x + 4 * i), _mm512_loadu_ps(y + 4 * i)));     \
+    return i;                                                                                      \
+  }
+
+#define K_PD(NAME, FN)                                                                             \
+  static TGT size_t NAME(uchar *d, const uchar *x, const uchar *y, size_t n) {                     \
+    size_t i = 0;                                                                                  \
+    for (; i + 8 <= n; i += 8)                                                                     \
+      _mm512_storeu_pd(d + 8 * i, FN(_mm512_loadu_pd(x + 8 * i), _mm512_loadu_pd(y + 8 * i)));     \
+    return i;                                                                                      \
+  }
+
+#define K_HALF(NAME, FN, LD, ST)                                                                   \
+  static TGT size_t NAME(uchar *d, const uchar *x, const uchar *y, size_t n) {                     \
+    size_t i = 0;                                                                                  \
+    for (; i + 16 <= n; i += 16)                                                                   \
+      ST(d + 2 * i, FN(LD(x + 2 * i), LD(y + 2 * i)));                                             \
+    return i;                                                                                      \
+  }
+
+#define K_INT(NAME, ESZ, FN)                                                                       \
+  static TGT size_t NAME(uchar *d, const uchar *x, const uchar *y, size_t n) {                     \
+    size_t i = 0;                                                                                  \
+    for (; i + 64 / ESZ <= n; i += 64 / ESZ)                                                       \
+      _mm512_storeu_si512(d + ESZ * i,                                                             \
+                          FN(_mm512_loadu_si512(x + ESZ * i), _mm512_loadu_si512(y + ESZ * i)));   \
+    return i;                                                                                      \
+  }
+
+K_PS(k_sum_f32, sum_ps)
+K_PS(k_prod_f32, prod_ps)
+K_PS(k_min_f32, min_ps)
+K_PS(k_max_f32, max_ps)
+K_PD(k_sum_f64, sum_pd)
+K_PD(k_prod_f64, prod_pd)
+K_PD(k_min_f64, min_pd)
+K_PD(k_max_f64, max_pd)
+K_HALF(k_sum_f16, sum_ps, ld_f16, st_f16)
+K_HALF(k_prod_f16, prod_ps, ld_f16, st_f16)
+K_HALF(k_min_f16, min_ps, ld_f16, st_f16)
+K_HALF(k_max_f16, max_ps, ld_f16, st_f16)
+K_HALF(k_sum_bf16, sum_ps, ld_bf16, st_bf16)
+K_HALF(k_prod_bf16, prod_ps, ld_bf16, st_bf16)
+K_HALF(k_min_bf16, min_ps, ld_bf16, st_bf16)
+K_HALF(k_max_bf16, max_ps, ld_bf16, st_bf16)
+/* Wrapping sums and products are the same bits for signed and unsigned. */
+K_INT(k_sum_x8, 1, _mm512_add_epi8)
+K_INT(k_prod_x8, 1, mullo_epi8)
+K_INT(k_min_i8, 1, _mm512_min_epi8)
+K_INT(k_max_i8, 1, _mm512_max_epi8)
+K_INT(k_min_u8, 1, _mm512_min_epu8)
+K_INT(k_max_u8, 1, _mm512_max_epu8)
+K_INT(k_sum_x32, 4, _mm512_add_epi32)
+K_INT(k_prod_x32, 4, _mm512_mullo_epi32)
+K_INT(k_min_i32, 4, _mm512_min_epi32)
+K_INT(k_max_i32, 4, _mm512_max_epi32)
+K_INT(k_min_u32, 4, _mm512_min_epu32)
+K_INT(k_max_u32, 4, _mm512_max_epu32)
+K_INT(k_sum_x64, 8, _mm512_add_epi64)
+K_INT(k_prod_x64, 8, _mm512_mullo_epi64)
+K_INT(k_min_i64, 8, _mm512_min_epi64)
+K_INT(k_max_i64, 8, _mm512_max_epi64)
+K_INT(k_min_u64, 8, _mm512_min_epu64)
+K_INT(k_max_u64, 8, _mm512_max_epu64)
+
+/* Indexed [nexar_dtype][nexar_op]. */
+static const kernel_fn kernels[10][4] = {
+    {k_sum_f32, k_prod_f32, k_min_f32, k_max_f32},
+    {k_sum_f64, k_prod_f64, k_min_f64, k_max_f64},
+    {k_sum_f16, k_prod_f16, k_min_f16, k_max_f16},
+    {k_sum_bf16, k_prod_bf16, k_min_bf16, k_max_bf16},
+    {k_sum_x8, k_prod_x8, k_min_i8, k_max_i8},
+    {k_sum_x32, k_prod_x32, k_min_i32, k_max_i32},
+    {k_sum_x64, k_prod_x64, k_min_i64, k_max_i64},
+    {k_sum_x8, k_prod_x8, k_min_u8, k_max_u8},
+    {k_sum_x32, k_prod_x32, k_min_u32, k_max_u32},
+    {k_sum_x64, k_prod_x64, k_min_u64, k_max_u64},
+};
+
+void nx_reduce3_avx512(void *dst, const void *a, const void *b, size_t count, nexar_dtype dt,
+                       nexar_op op) {
+  size_t done = kernels[dt][op](dst, a, b, count);
+  if (done < count) {
+    size_t off = done * nexar_dtype_size(dt);
+    nx_reduce3_scalar((uchar *)dst + off, (const uchar *)a + off, (const uchar *)b + off,
+                      count - done, dt, op);
+  }
+}
+
+#endif

@@ -1,0 +1,409 @@
+/* The runtime side of collectives: sequence numbers, signatures checked on
+ * every frame (mismatch detection on every rank), keyed non-blocking
+ * send/recv, failure propagation, and dropping late frames. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "collective/coll_port.h"
+#include "runtime/comm.h"
+#include "runtime/request.h"
+
+struct nx_active_coll {
+  nx_active_coll *next;
+  uint64_t seq;
+  nx_coll_sig sig;
+  int failed_rc;
+  char why[240];
+  nx_coll *k;
+};
+
+struct nx_coll {
+  nexar_client *c;
+  nx_active_coll ac;
+  nexar_request **reqs; /* outstanding, so a failure can cancel them */
+  size_t nreqs, capreqs;
+};
+
+static const char *op_name(uint8_t op) {
+  static const char *names[] = {"?", "all_reduce", "broadcast", "all_gather", "reduce_scatter",
+                                "reduce", "all_to_all", "gather", "scatter", "scan",
+                                "exclusive_scan", "barrier", "all_reduce_bucketed",
+                                "all_reduce_rs_ag", "split"};
+  return op < sizeof names / sizeof *names ? names[op] : "?";
+}
+
+static void describe(char *buf, size_t cap, uint8_t op, uint8_t dt, uint8_t redop, uint32_t root,
+                     uint64_t count) {
+  snprintf(buf, cap, "%s(count=%llu, dtype=%s, op=%s, root=%u)", op_name(op),
+           (unsigned long long)count, nexar_dtype_name((nexar_dtype)dt),
+           nexar_op_name((nexar_op)redop), root);
+}
+
+static int sig_equal(const nx_frame *f, const nx_coll_sig *s) {
+  return f->coll_op == s->op && f->dtype == s->dtype && f->redop == s->redop &&
+         f->root == s->root && f->count == s->count;
+}
+
+static nx_active_coll *find_active(nx_comm *c, uint64_t seq) {
+  for (nx_active_coll *a = c->colls; a; a = a->next)
+    if (a->seq == seq) return a;
+  return NULL;
+}
+
+/* Fails an active collective: its receives and zero-copy sends are
+ * cancelled, so its waiter returns at once. */
+static void fail_active(nx_comm *c, nx_active_coll *a, int rc, const char *why) {
+  if (a->failed_rc) return;
+  a->failed_rc = rc;
+  snprintf(a->why, sizeof a->why, "%s", why);
+  nx_coll *k = a->k;
+  for (size_t i = 0; i < k->nreqs; i++) {
+    nexar_request *r = k->reqs[i];
+    if (atomic_load(&r->done)) continue;
+    if (r->kind == NX_REQ_RECV) {
+      nx_match_cancel(c->ep, &r->recv);
+      nx_req_complete(r, rc, why);
+    } else if (r->tx) {
+      snprintf(r->what, sizeof r->what, "%s", why);
+      nx_tx_cancel_locked(c->ep, r->tx, rc);
+    } else {
+      nx_req_complete(r, rc, why);
+    }
+  }
+}
+
+int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f) {
+  nx_comm *c = nx_comm_find(ep, f->comm_id);
+  if (!c) return 0; /* a communicator not created here yet: keep it */
+  nx_active_coll *a = find_active(c, f->tag);
+  if (a) {
+    if (sig_equal(f, &a->sig)) return 0;
+    char mine[96], theirs[96], why[240];
+    describe(mine, sizeof mine, a->sig.op, a->sig.dtype, a->sig.redop, a->sig.root,
+             a->sig.count);
+    describe(theirs, sizeof theirs, f->coll_op, f->dtype, f->redop, f->root, f->count);
+    uint32_t peer = c->of_root[f->src];
+    snprintf(why, sizeof why, "collective #%llu on comm %llu: rank %u called %s, rank %u called %s",
+             (unsigned long long)a->seq, (unsigned long long)c->id, c->rank, mine, peer, theirs);
+    fail_active(c, a, NEXAR_ERR_MISMATCH, why);
+    return 1;
+  }
+  return f->tag < c->next_seq; /* finished here: a late frame */
+}
+
+static int map_remote(int32_t status) {
+  if (status == NEXAR_ERR_MISMATCH || status == NEXAR_ERR_INVALID_ARGUMENT ||
+      status == NEXAR_ERR_INVALID_RANK || status == NEXAR_ERR_SIZE_MISMATCH)
+    return NEXAR_ERR_MISMATCH;
+  if (status >= 0 || status < NEXAR_ERR_UNSUPPORTED) return NEXAR_ERR_PROTOCOL;
+  return status;
+}
+
+void nx_coll_remote_fail_locked(nx_ep *ep, const nx_frame *f) {
+  nx_comm *c = nx_comm_find(ep, f->comm_id);
+  if (!c) return;
+  int rc = map_remote(f->status);
+  uint32_t peer = c->of_root[f->src];
+  nx_active_coll *a = find_active(c, f->tag);
+  if (a) {
+    char why[240];
+    snprintf(why, sizeof why, "%s #%llu on comm %llu: rank %u failed it (%s)",
+             op_name(a->sig.op), (unsigned long long)a->seq, (unsigned long long)c->id, peer,
+             nexar_strerror(f->status));
+    fail_active(c, a, rc, why);
+    return;
+  }
+  if (f->tag < c->next_seq) return;
+  if (c->nfailed == c->capfailed) {
+    size_t nc = c->capfailed ? c->capfailed * 2 : 8;
+    uint64_t *s = realloc(c->failed_seqs, nc * sizeof *s);
+    if (s) c->failed_seqs = s;
+    int32_t *k = realloc(c->failed_codes, nc * sizeof *k);
+    if (k) c->failed_codes = k;
+    if (!s || !k) return;
+    c->capfailed = nc;
+  }
+  c->failed_seqs[c->nfailed] = f->tag;
+  c->failed_codes[c->nfailed++] = (int32_t)((uint32_t)peer << 8 | (uint32_t)(-rc & 0xff));
+}
+
+void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why) {
+  for (nx_active_coll *a = c->colls; a; a = a->next) {
+    char msg[240];
+    snprintf(msg, sizeof msg, "%s #%llu on comm %llu: %s", op_name(a->sig.op),
+             (unsigned long long)a->seq, (unsigned long long)c->id, why);
+    fail_active(c, a, rc, msg);
+  }
+}
+
+int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
+  *out = NULL;
+  int rc = nx_comm_check(c, op_name(sig->op));
+  if (rc) return rc;
+  nx_coll *k = nx_calloc(1, sizeof *k);
+  if (!k) return nx_fail(NEXAR_ERR_NOMEM, "%s", op_name(sig->op));
+  nx_ep *ep = c->ep;
+  pthread_mutex_lock(&ep->mu);
+  if (c->ndead) {
+    rc = nx_fail(NEXAR_ERR_PEER_LOST, "%s #%llu on comm %llu: rank %u is dead", op_name(sig->op),
+                 (unsigned long long)c->next_seq, (unsigned long long)c->id, c->dead[0]);
+    c->next_seq++;
+    pthread_mutex_unlock(&ep->mu);
+    free(k);
+    return rc;
+  }
+  k->c = c;
+  k->ac.seq = c->next_seq++;
+  k->ac.sig = *sig;
+  k->ac.k = k;
+  k->ac.next = c->colls;
+  c->colls = &k->ac;
+  for (size_t i = 0; i < c->nfailed; i++) {
+    if (c->failed_seqs[i] != k->ac.seq) continue;
+    uint32_t peer = (uint32_t)c->failed_codes[i] >> 8;
+    int code = -(int)((uint32_t)c->failed_codes[i] & 0xff);
+    char why[200];
+    snprintf(why, sizeof why, "%s #%llu on comm %llu: rank %u failed it (%s)", op_name(sig->op),
+             (unsigned long long)k->ac.seq, (unsigned long long)c->id, peer,
+             nexar_strerror(code));
+    fail_active(c, &k->ac, code, why);
+    c->failed_seqs[i] = c->failed_seqs[--c->nfailed];
+    c->failed_codes[i] = c->failed_codes[c->nfailed];
+    break;
+  }
+  /* frames that arrived before we began are checked now */
+  for (nx_msg *m = ep->unexp_head; m && !k->ac.failed_rc; m = m->next) {
+    if (m->f.kind == NX_KIND_COLL && m->f.comm_id == c->id && m->f.tag == k->ac.seq &&
+        !sig_equal(&m->f, sig))
+      nx_coll_check_frame_locked(ep, &m->f);
+  }
+  pthread_mutex_unlock(&ep->mu);
+  *out = k;
+  return 0;
+}
+
+uint32_t nx_coll_rank(const nx_coll *k) {
+  return k->c->rank;
+}
+uint32_t nx_coll_size(const nx_coll *k) {
+  return k->c->size;
+}
+uint64_t nx_coll_seq(const nx_coll *k) {
+  return k->ac.seq;
+}
+uint32_t nx_coll_timeout_ms(const nx_coll *k) {
+  return k->ac.sig.op == NX_COLL_BARRIER ? k->c->cfg.barrier_timeout_ms
+                                         : k->c->cfg.collective_timeout_ms;
+}
+
+static int track(nx_coll *k, nexar_request *r) {
+  if (k->nreqs == k->capreqs) {
+    size_t nc = k->capreqs ? k->capreqs * 2 : 16;
+    nexar_request **a = realloc(k->reqs, nc * sizeof *a);
+    if (!a) return NEXAR_ERR_NOMEM;
+    k->reqs = a, k->capreqs = nc;
+  }
+  k->reqs[k->nreqs++] = r;
+  return 0;
+}
+
+static nexar_request *new_req(nx_coll *k, int kind, uint32_t peer, const char *dir) {
+  nexar_request *r = nx_req_new();
+  if (!r) return NULL;
+  r->kind = kind;
+  r->ep = k->c->ep;
+  r->peer = peer;
+  r->timeout_ms = nx_coll_timeout_ms(k);
+  snprintf(r->what, sizeof r->what, "%s #%llu on comm %llu: %s rank %u",
+           op_name(k->ac.sig.op), (unsigned long long)k->ac.seq, (unsigned long long)k->c->id, dir,
+           peer);
+  return r;
+}
+
+int nx_coll_isend(nx_coll *k, uint32_t dest, uint32_t round, uint32_t seg, const void *buf,
+                  size_t len, nx_creq **out) {
+  *out = NULL;
+  nexar_client *c = k->c;
+  nexar_request *r = new_req(k, NX_REQ_SEND, dest, "sending to");
+  if (!r) return nx_fail(NEXAR_ERR_NOMEM, "collective send");
+  nx_frame f = {0};
+  f.kind = NX_KIND_COLL;
+  f.comm_id = c->id;
+  f.tag = k->ac.seq;
+  f.round = round;
+  f.segment = seg;
+  f.coll_op = k->ac.sig.op;
+  f.dtype = k->ac.sig.dtype;
+  f.redop = k->ac.sig.redop;
+  f.root = k->ac.sig.root;
+  f.count = k->ac.sig.count;
+  nexar_iovec v = {(void *)buf, len};
+  pthread_mutex_lock(&c->ep->mu);
+  int rc = k->ac.failed_rc;
+  if (rc) nx_set_error_text(k->ac.why);
+  else if ((rc = track(k, r)) != 0) nx_fail(rc, "collective send");
+  else if ((rc = nx_ep_send_locked(c->ep, c->members[dest], &f, &v, 1, r, NULL)) != 0)
+    k->nreqs--;
+  pthread_mutex_unlock(&c->ep->mu);
+  if (rc) {
+    nx_req_free(r);
+    return rc;
+  }
+  *out = (nx_creq *)r;
+  return 0;
+}
+
+int nx_coll_irecv(nx_coll *k, uint32_t src, uint32_t round, uint32_t seg, void *buf, size_t len,
+                  nx_creq **out) {
+  *out = NULL;
+  nexar_client *c = k->c;
+  nexar_request *r = new_req(k, NX_REQ_RECV, src, "no data from");
+  if (!r) return nx_fail(NEXAR_ERR_NOMEM, "collective receive");
+  r->recv.iov1 = (nexar_iovec){buf, len};
+  r->recv.iov = &r->recv.iov1;
+  r->recv.niov = 1;
+  r->recv.len = len;
+  r->recv.req = r;
+  r->recv.key = (nx_key){.comm = c->id, .kind = NX_KIND_COLL, .src = c->members[src],
+                         .tag = k->ac.seq, .round = round, .seg = seg};
+  nx_ep *ep = c->ep;
+  pthread_mutex_lock(&ep->mu);
+  int rc = k->ac.failed_rc;
+  if (rc) nx_set_error_text(k->ac.why);
+  else if ((rc = track(k, r)) != 0) nx_fail(rc, "collective receive");
+  else if ((rc = nx_match_post(ep, &r->recv)) != 0) {
+    k->nreqs--;
+    if (rc == NEXAR_ERR_SIZE_MISMATCH)
+      rc = nx_fail(NEXAR_ERR_MISMATCH, "%s #%llu on comm %llu: rank %u sent a block of another "
+                   "size", op_name(k->ac.sig.op), (unsigned long long)k->ac.seq,
+                   (unsigned long long)c->id, src);
+  }
+  pthread_mutex_unlock(&ep->mu);
+  if (rc) {
+    nx_req_free(r);
+    return rc;
+  }
+  *out = (nx_creq *)r;
+  return 0;
+}
+
+static void untrack_locked(nx_coll *k, nexar_request *r) {
+  for (size_t i = 0; i < k->nreqs; i++)
+    if (k->reqs[i] == r) {
+      k->reqs[i] = k->reqs[--k->nreqs];
+      return;
+    }
+}
+
+int nx_coll_wait(nx_coll *k, nx_creq *cr) {
+  nexar_request *r = (nexar_request *)cr;
+  if (!r) return 0;
+  int rc = nx_req_wait(r);
+  if (rc == NEXAR_ERR_SIZE_MISMATCH) {
+    rc = nx_fail(NEXAR_ERR_MISMATCH, "%s #%llu on comm %llu: rank %u sent a block of another size",
+                 op_name(k->ac.sig.op), (unsigned long long)k->ac.seq,
+                 (unsigned long long)k->c->id, r->peer);
+  }
+  pthread_mutex_lock(&k->c->ep->mu);
+  untrack_locked(k, r);
+  if (rc == NEXAR_ERR_TIMEOUT) { /* a timeout on one peer ends the whole collective */
+    char why[240];
+    snprintf(why, sizeof why, "%s", nexar_last_error());
+    fail_active(k->c, &k->ac, rc, why);
+  }
+  pthread_mutex_unlock(&k->c->ep->mu);
+  nx_req_free(r);
+  return rc;
+}
+
+int nx_coll_waitall(nx_coll *k, nx_creq **r, size_t n) {
+  int first = 0;
+  char msg[256] = "";
+  for (size_t i = 0; i < n; i++) {
+    if (!r[i]) continue;
+    int rc = nx_coll_wait(k, r[i]);
+    r[i] = NULL;
+    if (rc && !first) {
+      first = rc;
+      snprintf(msg, sizeof msg, "%s", nexar_last_error());
+    }
+  }
+  if (first) nx_set_error_text(msg);
+  return first;
+}
+
+int nx_coll_end(nx_coll *k, int rc) {
+  nexar_client *c = k->c;
+  nx_ep *ep = c->ep;
+  char why[256] = "";
+  if (rc) snprintf(why, sizeof why, "%s", nexar_last_error());
+  pthread_mutex_lock(&ep->mu);
+  if (rc && k->ac.failed_rc && rc != k->ac.failed_rc) { /* report the root cause */
+    rc = k->ac.failed_rc;
+    snprintf(why, sizeof why, "%s", k->ac.why);
+  } else if (rc && k->ac.failed_rc) {
+    snprintf(why, sizeof why, "%s", k->ac.why);
+  }
+  if (!rc && k->nreqs) fail_active(c, &k->ac, NEXAR_ERR_ABORTED, "collective ended early");
+  if (rc) {
+    fail_active(c, &k->ac, rc, why);
+    if (rc != NEXAR_ERR_PEER_LOST && rc != NEXAR_ERR_ABORTED) {
+      nx_frame f = {0};
+      f.kind = NX_KIND_COLL_FAIL;
+      f.comm_id = c->id;
+      f.tag = k->ac.seq;
+      f.status = rc;
+      for (uint32_t i = 0; i < c->size; i++)
+        if (i != c->rank && ep->peers[c->members[i]].state == NX_PEER_UP)
+          nx_ep_send_locked(ep, c->members[i], &f, NULL, 0, NULL, NULL);
+    }
+  }
+  for (nx_active_coll **pp = &c->colls; *pp; pp = &(*pp)->next)
+    if (*pp == &k->ac) {
+      *pp = k->ac.next;
+      break;
+    }
+  pthread_mutex_unlock(&ep->mu);
+  /* requests still out (cancelled sends) finish shortly; wait so no buffer is
+   * touched after we return */
+  for (size_t i = 0; i < k->nreqs; i++) {
+    k->reqs[i]->timeout_ms = 0;
+    nx_req_wait(k->reqs[i]);
+    nx_req_free(k->reqs[i]);
+  }
+  free(k->reqs);
+  free(k);
+  if (rc) nx_set_error_text(why);
+  return rc;
+}
+
+int nx_comm_derive(nexar_client *parent, uint64_t comm_id, const uint32_t *members, uint32_t n,
+                   nexar_client **out) {
+  *out = NULL;
+  if (!parent || !members || n == 0)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "derive: bad arguments");
+  uint32_t *roots = malloc(n * sizeof *roots);
+  if (!roots) return nx_fail(NEXAR_ERR_NOMEM, "derive");
+  int me = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (members[i] >= parent->size) {
+      free(roots);
+      return nx_fail(NEXAR_ERR_INVALID_RANK, "derive: member %u of %u", members[i], parent->size);
+    }
+    roots[i] = parent->members[members[i]];
+    if (members[i] == parent->rank) me = 1;
+  }
+  if (!me) {
+    free(roots);
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "derive: the caller is not a member");
+  }
+  pthread_mutex_lock(&parent->ep->mu);
+  int dup = nx_comm_find(parent->ep, comm_id) != NULL;
+  pthread_mutex_unlock(&parent->ep->mu);
+  int rc = dup ? nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "derive: comm id %llu already in use",
+                         (unsigned long long)comm_id)
+               : nx_comm_new(parent->ep, comm_id, roots, n, parent->members[parent->rank],
+                             &parent->cfg, out);
+  free(roots);
+  return rc;
+}

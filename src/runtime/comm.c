@@ -1,0 +1,249 @@
+/* Communicators: creation, queries, abort, failure bookkeeping, deletion,
+ * and per-peer statistics. */
+#include "runtime/comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "runtime/request.h"
+
+int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uint32_t my_root,
+                const nexar_config *cfg, nx_comm **out) {
+  *out = NULL;
+  nx_comm *c = nx_calloc(1, sizeof *c);
+  if (!c) return nx_fail(NEXAR_ERR_NOMEM, "communicator");
+  c->members = nx_calloc(n, sizeof *c->members);
+  c->of_root = nx_calloc(ep->world, sizeof *c->of_root);
+  if (!c->members || !c->of_root) {
+    free(c->members);
+    free(c->of_root);
+    free(c);
+    return nx_fail(NEXAR_ERR_NOMEM, "communicator");
+  }
+  int rc = nx_config_resolve(cfg, &c->cfg);
+  if (rc) {
+    free(c->members);
+    free(c->of_root);
+    free(c);
+    return rc;
+  }
+  for (uint32_t j = 0; j < ep->world; j++) c->of_root[j] = UINT32_MAX;
+  for (uint32_t i = 0; i < n; i++) {
+    c->members[i] = members[i];
+    c->of_root[members[i]] = i;
+    if (members[i] == my_root) c->rank = i;
+  }
+  c->size = n;
+  c->id = id;
+  c->ep = ep;
+  c->next_seq = 1;
+  c->next_rpc_id = 1;
+  pthread_cond_init(&c->rpc_idle, NULL);
+  nx_ep_ref(ep);
+  pthread_mutex_lock(&ep->mu);
+  c->next = ep->comms;
+  ep->comms = c;
+  /* members already known dead are dead here too */
+  for (uint32_t i = 0; i < n; i++)
+    if (ep->peers[members[i]].state == NX_PEER_DEAD)
+      nx_comm_peer_dead_locked(c, members[i], ep->peers[members[i]].why);
+  pthread_mutex_unlock(&ep->mu);
+  *out = c;
+  return 0;
+}
+
+nx_comm *nx_comm_find(nx_ep *ep, uint64_t id) {
+  for (nx_comm *c = ep->comms; c; c = c->next)
+    if (c->id == id) return c;
+  return NULL;
+}
+
+int nx_comm_check(nx_comm *c, const char *op) {
+  if (!c) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: NULL communicator", op);
+  if (atomic_load(&c->aborted))
+    return nx_fail(NEXAR_ERR_ABORTED, "%s on comm %llu: communicator aborted (%s)", op,
+                   (unsigned long long)c->id, c->abort_why);
+  return 0;
+}
+
+uint32_t nexar_rank(const nexar_client *c) {
+  return c ? c->rank : 0;
+}
+uint32_t nexar_world_size(const nexar_client *c) {
+  return c ? c->size : 0;
+}
+uint64_t nexar_comm_id(const nexar_client *c) {
+  return c ? c->id : 0;
+}
+
+/* Posted receives of c fail with rc (pending sends keep going: their data is
+ * the application's and the peer may still want it). */
+void nx_comm_fail_pending_locked(nx_comm *c, int rc, const char *why) {
+  nx_ep *ep = c->ep;
+  nx_recv *prev = NULL;
+  for (nx_recv *r = ep->posted_head, *n; r; r = n) {
+    n = r->next;
+    if (r->key.comm == c->id) {
+      if (prev) prev->next = n;
+      else ep->posted_head = n;
+      if (ep->posted_tail == r) ep->posted_tail = prev;
+      nx_recv_finish(ep, r, rc, why);
+    } else {
+      prev = r;
+    }
+  }
+  nx_coll_fail_all_locked(c, rc, why);
+}
+
+typedef struct failure_job {
+  nx_comm *c;
+  nexar_failure_fn fn;
+  void *ctx;
+  uint32_t *dead;
+  size_t n;
+} failure_job;
+
+static void run_failure_cb(void *arg) {
+  failure_job *j = arg;
+  j->fn(j->ctx, j->dead, j->n);
+  nx_ep *ep = j->c->ep;
+  pthread_mutex_lock(&ep->mu);
+  j->c->rpc_busy--;
+  pthread_cond_broadcast(&j->c->rpc_idle);
+  pthread_mutex_unlock(&ep->mu);
+  nx_ep_unref(ep);
+  free(j->dead);
+  free(j);
+}
+
+int nx_pool_submit(void (*fn)(void *arg), void *arg);
+
+static void notify_failure_locked(nx_comm *c) {
+  if (!c->on_failure || c->ndead == 0) return;
+  failure_job *j = nx_calloc(1, sizeof *j);
+  if (!j) return;
+  j->dead = malloc(c->ndead * sizeof *j->dead);
+  if (!j->dead) {
+    free(j);
+    return;
+  }
+  memcpy(j->dead, c->dead, c->ndead * sizeof *j->dead);
+  j->n = c->ndead;
+  j->c = c;
+  j->fn = c->on_failure;
+  j->ctx = c->on_failure_ctx;
+  c->rpc_busy++;
+  nx_ep_ref(c->ep);
+  if (nx_pool_submit(run_failure_cb, j)) {
+    c->rpc_busy--;
+    atomic_fetch_sub(&c->ep->refs, 1);
+    free(j->dead);
+    free(j);
+  }
+}
+
+void nx_comm_peer_dead_locked(nx_comm *c, uint32_t root_rank, const char *why) {
+  uint32_t r = c->of_root[root_rank];
+  if (r == UINT32_MAX) return;
+  for (size_t i = 0; i < c->ndead; i++)
+    if (c->dead[i] == r) return;
+  uint32_t *d = realloc(c->dead, (c->ndead + 1) * sizeof *d);
+  if (!d) return;
+  c->dead = d;
+  size_t i = c->ndead++;
+  while (i > 0 && d[i - 1] > r) d[i] = d[i - 1], i--;
+  d[i] = r;
+  char msg[200];
+  snprintf(msg, sizeof msg, "rank %u lost: %s", r, why);
+  nx_coll_fail_all_locked(c, NEXAR_ERR_PEER_LOST, msg);
+  notify_failure_locked(c);
+}
+
+void nx_comm_remote_abort_locked(nx_ep *ep, uint64_t id, uint32_t root_rank) {
+  nx_comm *c = nx_comm_find(ep, id);
+  if (!c) return;
+  char why[96];
+  snprintf(why, sizeof why, "rank %u aborted the communicator", c->of_root[root_rank]);
+  nx_comm_peer_dead_locked(c, root_rank, why);
+}
+
+int nexar_failed_ranks(nexar_client *c, uint32_t *ranks, size_t cap, size_t *n) {
+  if (!c || !n || (cap && !ranks))
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "failed_ranks: NULL argument");
+  pthread_mutex_lock(&c->ep->mu);
+  *n = c->ndead;
+  for (size_t i = 0; i < c->ndead && i < cap; i++) ranks[i] = c->dead[i];
+  pthread_mutex_unlock(&c->ep->mu);
+  return 0;
+}
+
+int nexar_on_failure(nexar_client *c, nexar_failure_fn fn, void *ctx) {
+  if (!c) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "on_failure: NULL communicator");
+  pthread_mutex_lock(&c->ep->mu);
+  /* once this returns, the old callback is not running */
+  while (c->rpc_busy > 0 && c->on_failure) pthread_cond_wait(&c->rpc_idle, &c->ep->mu);
+  c->on_failure = fn;
+  c->on_failure_ctx = ctx;
+  notify_failure_locked(c);
+  pthread_mutex_unlock(&c->ep->mu);
+  return 0;
+}
+
+void nexar_abort(nexar_client *c) {
+  if (!c) return;
+  nx_ep *ep = c->ep;
+  pthread_mutex_lock(&ep->mu);
+  if (!atomic_exchange(&c->aborted, 1)) {
+    snprintf(c->abort_why, sizeof c->abort_why, "nexar_abort on rank %u", c->rank);
+    nx_frame f = {0};
+    f.kind = NX_KIND_ABORT;
+    f.comm_id = c->id;
+    for (uint32_t i = 0; i < c->size; i++)
+      if (i != c->rank && ep->peers[c->members[i]].state == NX_PEER_UP)
+        nx_ep_send_locked(ep, c->members[i], &f, NULL, 0, NULL, NULL);
+    char why[96];
+    snprintf(why, sizeof why, "comm %llu aborted on rank %u", (unsigned long long)c->id, c->rank);
+    nx_comm_fail_pending_locked(c, NEXAR_ERR_ABORTED, why);
+  }
+  pthread_mutex_unlock(&ep->mu);
+}
+
+void nexar_client_del(nexar_client *c) {
+  if (!c) return;
+  nx_ep *ep = c->ep;
+  pthread_mutex_lock(&ep->mu);
+  c->on_failure = NULL;
+  while (c->rpc_busy > 0) pthread_cond_wait(&c->rpc_idle, &ep->mu);
+  nx_comm_fail_pending_locked(c, NEXAR_ERR_ABORTED, "communicator deleted");
+  for (nx_comm **pp = &ep->comms; *pp; pp = &(*pp)->next)
+    if (*pp == c) {
+      *pp = c->next;
+      break;
+    }
+  pthread_mutex_unlock(&ep->mu);
+  nx_ep_unref(ep);
+  nx_config_release(&c->cfg);
+  pthread_cond_destroy(&c->rpc_idle);
+  free(c->members);
+  free(c->of_root);
+  free(c->failed_seqs);
+  free(c->failed_codes);
+  free(c->handlers);
+  free(c->dead);
+  free(c);
+}
+
+int nexar_peer_stats_get_sized(nexar_client *c, uint32_t peer, nexar_peer_stats *out,
+                               size_t out_size) {
+  if (!c || !out || out_size == 0)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "peer_stats: NULL argument");
+  if (peer >= c->size)
+    return nx_fail(NEXAR_ERR_INVALID_RANK, "peer_stats: rank %u of %u", peer, c->size);
+  nexar_peer_stats st;
+  pthread_mutex_lock(&c->ep->mu);
+  st = c->ep->peers[c->members[peer]].st;
+  pthread_mutex_unlock(&c->ep->mu);
+  memcpy(out, &st, NX_MIN(out_size, sizeof st));
+  return 0;
+}

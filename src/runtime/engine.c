@@ -1,0 +1,493 @@
+/* The endpoint and its progress thread: epoll over the UDP socket and an
+ * eventfd, sub-millisecond timers, heartbeats, failure detection, the send
+ * path and teardown. */
+#include "runtime/engine.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "runtime/comm.h"
+#include "runtime/request.h"
+#include "transport/quic.h"
+
+static void *progress_main(void *arg);
+
+int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint16_t port) {
+  *out = NULL;
+  nx_log_init();
+  nx_ep *ep = nx_calloc(1, sizeof *ep);
+  if (!ep) return nx_fail(NEXAR_ERR_NOMEM, "endpoint");
+  int rc = nx_config_resolve(cfg, &ep->cfg);
+  if (rc) {
+    free(ep);
+    return rc;
+  }
+  pthread_mutex_init(&ep->mu, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&ep->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  ep->epfd = ep->evfd = -1;
+  atomic_init(&ep->refs, 1);
+  ep->hb_interval_ns = (uint64_t)ep->cfg.heartbeat_interval_ms * 1000000ull;
+  ep->hb_timeout_ns = (uint64_t)ep->cfg.heartbeat_timeout_ms * 1000000ull;
+  rc = nx_udp_open(&ep->udp, bind_host, port);
+  if (rc) goto fail;
+  ep->epfd = epoll_create1(EPOLL_CLOEXEC);
+  ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (ep->epfd < 0 || ep->evfd < 0) {
+    rc = nx_fail(NEXAR_ERR_IO, "endpoint: epoll/eventfd: %s", strerror(errno));
+    goto fail;
+  }
+  struct epoll_event ev = {.events = EPOLLIN, .data.u32 = 1};
+  epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->udp.fd, &ev);
+  ev.data.u32 = 2;
+  epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->evfd, &ev);
+  *out = ep;
+  return 0;
+fail:
+  nx_udp_close(&ep->udp);
+  if (ep->epfd >= 0) close(ep->epfd);
+  if (ep->evfd >= 0) close(ep->evfd);
+  nx_config_release(&ep->cfg);
+  pthread_mutex_destroy(&ep->mu);
+  pthread_cond_destroy(&ep->cv);
+  free(ep);
+  return rc;
+}
+
+uint16_t nx_ep_port(const nx_ep *ep) {
+  const struct sockaddr_storage *ss = &ep->udp.local;
+  if (ss->ss_family == AF_INET6) return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+  return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+}
+
+static int resolve(const char *hostport, struct sockaddr_storage *ss, socklen_t *len) {
+  char host[128];
+  uint16_t port;
+  int rc = nx_split_hostport(hostport, host, sizeof host, &port);
+  if (rc) return rc;
+  struct addrinfo hints = {0}, *res = NULL;
+  hints.ai_socktype = SOCK_DGRAM;
+  char ps[8];
+  snprintf(ps, sizeof ps, "%u", port);
+  int g = getaddrinfo(host, ps, &hints, &res);
+  if (g || !res) return nx_fail(NEXAR_ERR_IO, "cannot resolve peer address '%s': %s", hostport,
+                                gai_strerror(g));
+  memcpy(ss, res->ai_addr, res->ai_addrlen);
+  *len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return 0;
+}
+
+int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_id[16],
+                gnutls_certificate_credentials_t creds, char (*addrs)[128]) {
+  ep->peers = nx_calloc(world, sizeof *ep->peers);
+  if (!ep->peers) return nx_fail(NEXAR_ERR_NOMEM, "endpoint peers");
+  uint64_t now = nx_now_ns();
+  for (uint32_t j = 0; j < world; j++) {
+    nx_peer *p = &ep->peers[j];
+    p->rank = j;
+    snprintf(p->addrstr, sizeof p->addrstr, "%s", addrs[j]);
+    p->last_heard_ns = now;
+    p->next_hb_ns = now + ep->hb_interval_ns;
+    if (j == rank) {
+      p->state = NX_PEER_UP;
+      continue;
+    }
+    int rc = resolve(addrs[j], &p->addr, &p->addrlen);
+    if (rc) return rc;
+  }
+  ep->rank = rank;
+  ep->world = world;
+  memcpy(ep->cluster_id, cluster_id, 16);
+  ep->creds = creds;
+  nx_log_set_rank(rank);
+  if (pthread_create(&ep->thr, NULL, progress_main, ep) != 0)
+    return nx_fail(NEXAR_ERR_IO, "cannot start the progress thread");
+  ep->thr_started = 1;
+  return 0;
+}
+
+void nx_ep_wake(nx_ep *ep) {
+  if (ep->wake_pending) return;
+  ep->wake_pending = 1;
+  uint64_t one = 1;
+  ssize_t r = write(ep->evfd, &one, sizeof one);
+  (void)r;
+}
+
+static int want_connect(nx_ep *ep) {
+  return ep->stop == 0 && ep->peers && ep->creds && ep->world > 0 && ep->rank + 1 < ep->world &&
+         ep->peers[ep->rank + 1].state == NX_PEER_INIT;
+}
+
+int nx_ep_connect_mesh(nx_ep *ep, uint64_t deadline_ns) {
+  pthread_mutex_lock(&ep->mu);
+  nx_ep_wake(ep);
+  int rc = 0;
+  for (;;) {
+    uint32_t missing = UINT32_MAX, dead = UINT32_MAX;
+    for (uint32_t j = 0; j < ep->world; j++) {
+      if (ep->peers[j].state == NX_PEER_DEAD && dead == UINT32_MAX) dead = j;
+      else if (ep->peers[j].state != NX_PEER_UP && missing == UINT32_MAX) missing = j;
+    }
+    if (dead != UINT32_MAX) {
+      rc = nx_fail(NEXAR_ERR_PEER_LOST, "forming the mesh: rank %u at %s: %s", dead,
+                   ep->peers[dead].addrstr, ep->peers[dead].why);
+      break;
+    }
+    if (missing == UINT32_MAX) break;
+    uint64_t now = nx_now_ns();
+    if (deadline_ns && now >= deadline_ns) {
+      rc = nx_fail(NEXAR_ERR_TIMEOUT,
+                   "forming the mesh: rank %u: no authenticated connection with rank %u at %s",
+                   ep->rank, missing, ep->peers[missing].addrstr);
+      break;
+    }
+    uint64_t wake = now + 20000000ull;
+    if (deadline_ns && deadline_ns < wake) wake = deadline_ns;
+    struct timespec ts = {(time_t)(wake / 1000000000ull), (long)(wake % 1000000000ull)};
+    pthread_cond_timedwait(&ep->cv, &ep->mu, &ts);
+  }
+  pthread_mutex_unlock(&ep->mu);
+  return rc;
+}
+
+/* ----------------------------------------------------------------- send */
+
+int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_iovec *iov,
+                      size_t niov, nexar_request *req, nx_txmsg **out) {
+  if (out) *out = NULL;
+  uint64_t len = 0;
+  for (size_t i = 0; i < niov; i++) len += iov[i].len;
+  nx_frame fr = *f;
+  fr.src = ep->rank;
+  fr.length = len;
+  if (dest == ep->rank) {
+    int rc = nx_local_deliver(ep, &fr, iov, niov);
+    if (req) nx_req_complete(req, rc, rc ? nexar_last_error() : NULL);
+    return rc;
+  }
+  nx_peer *p = &ep->peers[dest];
+  if (p->state == NX_PEER_DEAD)
+    return nx_fail(NEXAR_ERR_PEER_LOST, "send to rank %u: peer lost (%s)", dest, p->why);
+  nx_txmsg *m = nx_calloc(1, sizeof *m);
+  if (!m) return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", dest);
+  m->ep = ep;
+  m->peer = p;
+  m->sid = -1;
+  nx_frame_encode(&fr, m->hdr);
+  m->total = NX_FRAME_HDR_LEN + len;
+  int eager = len <= NX_EAGER_MAX || !req;
+  if (eager) {
+    if (len) {
+      m->owned = malloc((size_t)len);
+      if (!m->owned) {
+        free(m);
+        return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u: %llu bytes", dest,
+                       (unsigned long long)len);
+      }
+      uint64_t off = 0;
+      for (size_t i = 0; i < niov; i++) {
+        if (iov[i].len) memcpy((uint8_t *)m->owned + off, iov[i].base, iov[i].len);
+        off += iov[i].len;
+      }
+    }
+    m->iov1.base = m->owned;
+    m->iov1.len = (size_t)len;
+    m->iov = &m->iov1;
+    m->niov = 1;
+    if (req) nx_req_complete(req, 0, NULL);
+  } else {
+    m->owned = malloc(niov * sizeof *iov);
+    if (!m->owned) {
+      free(m);
+      return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", dest);
+    }
+    memcpy(m->owned, iov, niov * sizeof *iov);
+    m->iov = m->owned;
+    m->niov = niov;
+    m->req = req;
+    req->tx = m;
+  }
+  m->all_next = ep->tx_all;
+  if (ep->tx_all) ep->tx_all->all_prev = m;
+  ep->tx_all = m;
+  if (p->txq_tail) p->txq_tail->next = m;
+  else p->txq_head = m;
+  p->txq_tail = m;
+  p->st.messages_sent++;
+  p->st.bytes_sent += len;
+  if (out) *out = m;
+  nx_ep_wake(ep);
+  return 0;
+}
+
+void nx_tx_cancel_locked(nx_ep *ep, nx_txmsg *m, int rc) {
+  if (m->cancel) return;
+  m->cancel = 1;
+  m->cancel_rc = rc;
+  nx_peer *p = m->peer;
+  if (m->sid < 0) { /* still queued: nothing was handed to ngtcp2 */
+    nx_txmsg *prev = NULL;
+    for (nx_txmsg *x = p->txq_head; x; prev = x, x = x->next) {
+      if (x != m) continue;
+      if (prev) prev->next = x->next;
+      else p->txq_head = x->next;
+      if (p->txq_tail == x) p->txq_tail = prev;
+      break;
+    }
+    m->acked = m->total;
+    nx_tx_acked(ep, m, 0, 0);
+    nx_tx_free(m);
+    return;
+  }
+  nx_qconn_reset(p->qc, m);
+  nx_ep_wake(ep);
+}
+
+void nx_qconn_extend_hook(nx_peer *p, int64_t sid, uint64_t n, uint64_t boost) {
+  if (p->qc && (n || boost)) nx_qconn_extend(p->qc, sid, n, boost);
+}
+
+/* ------------------------------------------------------------- failures */
+
+static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
+  char msg[256];
+  snprintf(msg, sizeof msg, "rank %u lost: %s", p->rank, why);
+  for (nx_txmsg *m = ep->tx_all, *n; m; m = n) {
+    n = m->all_next;
+    if (m->peer != p) continue;
+    if (m->req) {
+      nexar_request *r = m->req;
+      m->req = NULL;
+      r->tx = NULL;
+      nx_req_complete(r, NEXAR_ERR_PEER_LOST, msg);
+    }
+    nx_tx_free(m);
+  }
+  p->txq_head = p->txq_tail = NULL;
+  for (nx_rxstream *rs = ep->rx_all, *n; rs; rs = n) {
+    n = rs->all_next;
+    if (rs->peer != p) continue;
+    nx_msg *m = rs->msg;
+    if (m) {
+      m->rs = NULL;
+      rs->msg = NULL;
+      if (m->rcv) {
+        m->rcv->msg = NULL;
+        nx_recv_finish(ep, m->rcv, NEXAR_ERR_PEER_LOST, msg);
+        m->rcv = NULL;
+        nx_msg_free(ep, m);
+      } else if (m->queued) {
+        nx_match_unqueue(ep, m); /* half a message is useless: drop it */
+        nx_msg_free(ep, m);
+      } else if (!m->ordered) {
+        m->discard = 1;
+      }
+    }
+    if (rs->all_prev) rs->all_prev->all_next = rs->all_next;
+    else ep->rx_all = rs->all_next;
+    if (rs->all_next) rs->all_next->all_prev = rs->all_prev;
+    free(rs);
+  }
+  while (p->rx_pending) {
+    nx_msg *m = p->rx_pending;
+    p->rx_pending = m->next_pending;
+    nx_msg_free(ep, m);
+  }
+  /* receives posted for this source can never complete */
+  nx_recv *prev = NULL;
+  for (nx_recv *r = ep->posted_head, *n; r; r = n) {
+    n = r->next;
+    if (r->key.src == p->rank && r->key.kind != NX_KIND_RPC_REQ) {
+      if (prev) prev->next = n;
+      else ep->posted_head = n;
+      if (ep->posted_tail == r) ep->posted_tail = prev;
+      nx_recv_finish(ep, r, NEXAR_ERR_PEER_LOST, msg);
+    } else {
+      prev = r;
+    }
+  }
+}
+
+void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, const char *why) {
+  if (p->state == NX_PEER_DEAD || p->rank == ep->rank) return;
+  p->state = NX_PEER_DEAD;
+  snprintf(p->why, sizeof p->why, "%s", why);
+  NX_WARN("rank %u (%s) is dead: %s", p->rank, p->addrstr, why);
+  drop_peer_traffic(ep, p, why);
+  p->qc = NULL; /* the connection is freed by the next service pass */
+  for (nx_comm *c = ep->comms; c; c = c->next) nx_comm_peer_dead_locked(c, p->rank, why);
+  pthread_cond_broadcast(&ep->cv);
+}
+
+/* -------------------------------------------------------- progress loop */
+
+static void on_dgram(void *ud, const struct sockaddr *from, socklen_t fromlen, uint8_t *pkt,
+                     size_t len) {
+  nx_quic_on_datagram(ud, from, fromlen, pkt, len);
+}
+
+static uint64_t heartbeats(nx_ep *ep, uint64_t now) {
+  uint64_t next = UINT64_MAX;
+  if (!ep->peers) return next;
+  for (uint32_t j = 0; j < ep->world; j++) {
+    nx_peer *p = &ep->peers[j];
+    if (j == ep->rank || p->state != NX_PEER_UP) continue;
+    if (now - p->last_heard_ns > ep->hb_timeout_ns) {
+      char why[96];
+      snprintf(why, sizeof why, "no data for %llu ms",
+               (unsigned long long)((now - p->last_heard_ns) / 1000000ull));
+      nx_peer_dead_locked(ep, p, why);
+      continue;
+    }
+    if (now >= p->next_hb_ns) {
+      nx_frame f = {0};
+      f.kind = NX_KIND_HEARTBEAT;
+      nx_ep_send_locked(ep, j, &f, NULL, 0, NULL, NULL);
+      p->next_hb_ns = now + ep->hb_interval_ns;
+    }
+    if (p->next_hb_ns < next) next = p->next_hb_ns;
+    uint64_t dl = p->last_heard_ns + ep->hb_timeout_ns + 1;
+    if (dl < next) next = dl;
+  }
+  return next;
+}
+
+static void *progress_main(void *arg) {
+  nx_ep *ep = arg;
+  nx_log_set_rank(ep->rank);
+  pthread_mutex_lock(&ep->mu);
+  int idle_spins = 0;
+  while (!ep->stop) {
+    uint64_t now = nx_now_ns();
+    if (want_connect(ep)) {
+      for (uint32_t j = ep->rank + 1; j < ep->world; j++) {
+        int rc = nx_qconn_client_new(ep, &ep->peers[j]);
+        if (rc) nx_peer_dead_locked(ep, &ep->peers[j], nexar_last_error());
+      }
+    }
+    nx_ep_credit_flush(ep);
+    uint64_t next = heartbeats(ep, now);
+    uint64_t q = nx_quic_service(ep, now);
+    if (q < next) next = q;
+    uint64_t d = nx_udp_flush_delayed(&ep->udp, now);
+    if (d < next) next = d;
+    ep->wake_pending = 0;
+    pthread_mutex_unlock(&ep->mu);
+    struct epoll_event evs[4];
+    int n;
+    if (idle_spins > 0) { /* a short busy poll after traffic keeps latency low */
+      n = epoll_wait(ep->epfd, evs, 4, 0);
+      idle_spins = n > 0 ? 50 : idle_spins - 1;
+    } else {
+      now = nx_now_ns();
+      struct timespec ts = {0, 0};
+      if (next > now) {
+        uint64_t dt = next - now;
+        if (dt > 100000000ull) dt = 100000000ull;
+        ts.tv_sec = (time_t)(dt / 1000000000ull);
+        ts.tv_nsec = (long)(dt % 1000000000ull);
+      }
+      n = epoll_pwait2(ep->epfd, evs, 4, &ts, NULL);
+      if (n > 0) idle_spins = 50;
+    }
+    pthread_mutex_lock(&ep->mu);
+    for (int i = 0; i < n; i++) {
+      if (evs[i].data.u32 == 2) {
+        uint64_t v;
+        ssize_t r = read(ep->evfd, &v, sizeof v);
+        (void)r;
+      }
+    }
+    for (int budget = 0; budget < 16; budget++)
+      if (nx_udp_recv(&ep->udp, on_dgram, ep) == 0) break;
+  }
+  pthread_mutex_unlock(&ep->mu);
+  return NULL;
+}
+
+/* ------------------------------------------------------------- teardown */
+
+void nx_ep_ref(nx_ep *ep) {
+  atomic_fetch_add(&ep->refs, 1);
+}
+
+/* Waits until every message this endpoint sent is acknowledged, a peer is
+ * lost, or the collective timeout passes (nexar_client_del's promise). */
+static void drain(nx_ep *ep) {
+  uint64_t limit = ep->cfg.collective_timeout_ms ? ep->cfg.collective_timeout_ms : 30000;
+  uint64_t deadline = nx_now_ns() + limit * 1000000ull;
+  pthread_mutex_lock(&ep->mu);
+  while (nx_now_ns() < deadline && ep->thr_started) {
+    int busy = 0;
+    for (nx_txmsg *m = ep->tx_all; m; m = m->all_next)
+      if (m->peer->state == NX_PEER_UP) busy = 1;
+    if (!busy) break;
+    uint64_t w = nx_now_ns() + 5000000ull;
+    struct timespec ts = {(time_t)(w / 1000000000ull), (long)(w % 1000000000ull)};
+    pthread_cond_timedwait(&ep->cv, &ep->mu, &ts);
+  }
+  pthread_mutex_unlock(&ep->mu);
+}
+
+void nx_ep_unref(nx_ep *ep) {
+  if (!ep || atomic_fetch_sub(&ep->refs, 1) != 1) return;
+  drain(ep);
+  nx_rpc_stop(ep);
+  pthread_mutex_lock(&ep->mu);
+  ep->stop = 1;
+  nx_ep_wake(ep);
+  pthread_mutex_unlock(&ep->mu);
+  if (ep->thr_started) pthread_join(ep->thr, NULL);
+  pthread_mutex_lock(&ep->mu);
+  nx_quic_close_all(ep);
+  while (ep->tx_all) nx_tx_free(ep->tx_all);
+  while (ep->rx_all) {
+    nx_rxstream *rs = ep->rx_all;
+    ep->rx_all = rs->all_next;
+    if (rs->msg && !rs->msg->queued && !rs->msg->rcv) nx_msg_free(ep, rs->msg);
+    free(rs);
+  }
+  for (uint32_t j = 0; ep->peers && j < ep->world; j++) {
+    nx_peer *p = &ep->peers[j];
+    while (p->rx_pending) {
+      nx_msg *m = p->rx_pending;
+      p->rx_pending = m->next_pending;
+      nx_msg_free(ep, m);
+    }
+    free(p->rx_skip);
+  }
+  while (ep->unexp_head) {
+    nx_msg *m = ep->unexp_head;
+    ep->unexp_head = m->next;
+    m->rs = NULL;
+    nx_msg_free(ep, m);
+  }
+  while (ep->posted_head) {
+    nx_recv *r = ep->posted_head;
+    ep->posted_head = r->next;
+    nx_recv_finish(ep, r, NEXAR_ERR_ABORTED, "endpoint closed");
+  }
+  pthread_mutex_unlock(&ep->mu);
+  nx_udp_close(&ep->udp);
+  close(ep->epfd);
+  close(ep->evfd);
+  if (ep->creds) gnutls_certificate_free_credentials(ep->creds);
+  free(ep->cids);
+  free(ep->peers);
+  nx_config_release(&ep->cfg);
+  pthread_mutex_destroy(&ep->mu);
+  pthread_cond_destroy(&ep->cv);
+  free(ep);
+}

@@ -1,0 +1,236 @@
+/* The engine: one endpoint per process-rank, its progress thread, peers,
+ * outgoing messages, incoming streams and the matching queues.
+ *
+ * Locking: ep->mu protects everything in this header. The progress thread
+ * holds it while it works and drops it only to sleep in epoll_wait, so
+ * application threads that take ep->mu see a consistent state. Only the
+ * progress thread calls into transport/quic.c (ngtcp2 is not thread-safe);
+ * application threads queue work under ep->mu and wake it through an eventfd. */
+#ifndef NX_RUNTIME_ENGINE_H
+#define NX_RUNTIME_ENGINE_H
+
+#include <gnutls/gnutls.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+
+#include "core/common.h"
+#include "core/frame.h"
+#include "transport/udp.h"
+
+typedef struct nx_ep nx_ep;
+typedef struct nx_peer nx_peer;
+typedef struct nx_qconn nx_qconn;
+typedef struct nx_txmsg nx_txmsg;
+typedef struct nx_rxstream nx_rxstream;
+typedef struct nx_msg nx_msg;
+typedef struct nx_recv nx_recv;
+typedef struct nexar_client nx_comm;
+
+/* Sends up to this size are copied, so a blocking send returns at once. */
+#define NX_EAGER_MAX (256u * 1024u)
+/* Stream window before a message is matched: bounds unexpected data. */
+#define NX_STREAM_WINDOW (512u * 1024u)
+/* Extra window a matched receive gets, for throughput. */
+#define NX_STREAM_BOOST (16u * 1024u * 1024u)
+/* Total unexpected bytes an endpoint buffers before it stops giving credit. */
+#define NX_UNEXP_BUDGET (256ull << 20)
+/* Largest runtime-consumed message (RPC arguments and replies). */
+#define NX_INTERNAL_MAX (256ull << 20)
+#define NX_MAX_STREAMS 256
+
+enum nx_peer_state { NX_PEER_INIT = 0, NX_PEER_CONNECTING, NX_PEER_UP, NX_PEER_DEAD };
+
+/* One outgoing message = one QUIC stream: header + payload, then FIN. */
+struct nx_txmsg {
+  nx_txmsg *next;
+  nx_txmsg *all_prev, *all_next; /* every live message of the endpoint */
+  nx_ep *ep;
+  nx_peer *peer;
+  int64_t sid;
+  uint8_t hdr[NX_FRAME_HDR_LEN];
+  nexar_iovec *iov;
+  size_t niov;
+  nexar_iovec iov1;
+  void *owned;    /* eager copy or owned iov array */
+  uint64_t total; /* header + payload */
+  uint64_t sent;  /* handed to ngtcp2 */
+  uint64_t acked;
+  nexar_request *req; /* completed at full ack (zero-copy sends); NULL if none */
+  int cancel;         /* reset requested */
+  int cancel_rc;      /* the result its request gets */
+  int in_queue;
+};
+
+/* The receiving side of one remote stream. */
+struct nx_rxstream {
+  nx_rxstream *all_prev, *all_next; /* every live stream of the endpoint */
+  nx_peer *peer;
+  int64_t sid;
+  uint8_t hdr[NX_FRAME_HDR_LEN];
+  size_t hdrlen;
+  nx_msg *msg;
+  uint64_t held;       /* consumed bytes whose credit is not yet returned */
+  int credit_queued;   /* on ep->credit list */
+  int boost;           /* 1: give NX_STREAM_BOOST once; 2: given */
+  int fin;
+  int closed;
+  nx_rxstream *next_credit;
+};
+
+/* A message whose header has arrived. */
+struct nx_msg {
+  nx_msg *next;         /* unexpected queue */
+  nx_msg *next_pending; /* waiting for earlier streams of its peer */
+  int64_t sid;
+  int ordered;
+  nx_frame f;
+  nx_peer *peer;
+  nx_rxstream *rs; /* NULL once the stream is done */
+  uint64_t got;    /* payload bytes received */
+  uint8_t *buf;    /* unexpected storage */
+  uint64_t bufcap;
+  nx_recv *rcv; /* matched receive */
+  int complete;
+  int queued; /* on the unexpected list */
+  int discard;
+};
+
+/* Match key: communicator, kind, source (root rank), tag, round, segment. */
+typedef struct nx_key {
+  uint64_t comm;
+  uint8_t kind;
+  uint32_t src;
+  uint64_t tag;
+  uint32_t round, seg;
+} nx_key;
+
+/* A posted receive. */
+struct nx_recv {
+  nx_recv *next;
+  nx_key key;
+  const nexar_iovec *iov;
+  size_t niov;
+  nexar_iovec iov1;
+  uint64_t len;
+  nx_msg *msg;
+  uint64_t got;
+  int done;
+  int rc;
+  nexar_request *req;
+  int anylen;        /* take a message of any length (RPC replies) */
+  uint8_t *anybuf;   /* its payload, handed over on completion */
+  uint64_t anysize;
+  int32_t status;    /* the frame's status field (RPC replies) */
+};
+
+struct nx_peer {
+  uint32_t rank; /* root rank */
+  int state;
+  struct sockaddr_storage addr;
+  socklen_t addrlen;
+  char addrstr[128];
+  char host[64];
+  nx_qconn *qc;
+  nx_txmsg *txq_head, *txq_tail; /* messages with bytes to hand to ngtcp2 */
+  int64_t rx_next_sid;           /* next remote stream in send order */
+  nx_msg *rx_pending;            /* parsed headers waiting for rx_next_sid, by sid */
+  int64_t *rx_skip;              /* streams that ended before their header */
+  size_t nskip, capskip;
+  uint64_t last_heard_ns;
+  uint64_t next_hb_ns;
+  char why[160]; /* reason it died */
+  nexar_peer_stats st;
+};
+
+typedef struct nx_rpc_job nx_rpc_job;
+
+struct nx_ep {
+  pthread_mutex_t mu;
+  pthread_cond_t cv; /* broadcast on arrivals, peer state changes */
+  nx_udp udp;
+  int epfd, evfd, tfd;
+  pthread_t thr;
+  int thr_started;
+  int stop;
+  atomic_int refs;
+  uint32_t rank, world;
+  nx_peer *peers;
+  uint8_t cluster_id[16];
+  gnutls_certificate_credentials_t creds;
+  /* connection-id table: fixed-size open addressing */
+  struct nx_cident *cids;
+  size_t ncids_cap;
+  nx_qconn *conns; /* all connections */
+  /* matching */
+  nx_msg *unexp_head, *unexp_tail;
+  nx_recv *posted_head, *posted_tail;
+  uint64_t unexp_bytes;
+  nx_rxstream *credit_list;
+  nx_txmsg *tx_all;
+  nx_rxstream *rx_all;
+  /* communicators sharing this endpoint */
+  nx_comm *comms;
+  /* RPC work for the worker threads */
+  nx_rpc_job *rpc_head, *rpc_tail;
+  pthread_cond_t rpc_cv;
+  pthread_t rpc_thr[2];
+  int rpc_started;
+  nexar_config cfg;
+  uint64_t hb_interval_ns, hb_timeout_ns;
+  int wake_pending;
+};
+
+/* ---- engine.c */
+int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint16_t port);
+/* Installs identity and peers; starts the progress thread. addrs[world]. */
+int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_id[16],
+                gnutls_certificate_credentials_t creds, char (*addrs)[128]);
+/* Connects to every higher rank and waits until every peer is up. */
+int nx_ep_connect_mesh(nx_ep *ep, uint64_t deadline_ns);
+void nx_ep_ref(nx_ep *ep);
+void nx_ep_unref(nx_ep *ep); /* the last reference stops the thread and frees */
+uint16_t nx_ep_port(const nx_ep *ep);
+void nx_ep_wake(nx_ep *ep); /* under ep->mu */
+/* Queues a message to a peer (or delivers it locally); under ep->mu. On
+ * success the txmsg belongs to the engine. */
+int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_iovec *iov,
+                      size_t niov, nexar_request *req, nx_txmsg **out);
+/* Marks a peer dead (under ep->mu) and fails everything waiting on it. */
+void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, const char *why);
+/* Cancels a zero-copy send that timed out (under ep->mu). */
+void nx_tx_cancel_locked(nx_ep *ep, nx_txmsg *m, int rc);
+
+/* ---- msg.c: stream <-> message plumbing, called from quic.c */
+void nx_rx_stream_open(nx_ep *ep, nx_peer *p, int64_t sid, nx_rxstream **out);
+int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t len, int fin,
+                      uint64_t *credit_now);
+void nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs);
+void nx_tx_acked(nx_ep *ep, nx_txmsg *m, uint64_t offset, uint64_t len);
+void nx_tx_free(nx_txmsg *m);
+/* Returns held credit that application threads released (progress thread). */
+void nx_ep_credit_flush(nx_ep *ep);
+void nx_qconn_extend_hook(nx_peer *p, int64_t sid, uint64_t n, uint64_t boost);
+void nx_msg_release_credit(nx_ep *ep, nx_msg *m);
+void nx_msg_finish_if_complete(nx_ep *ep, nx_msg *m);
+/* Delivers a complete local message (self-send) into matching. */
+int nx_local_deliver(nx_ep *ep, const nx_frame *f, const nexar_iovec *iov, size_t niov);
+
+/* ---- match.c */
+/* Posts r (under ep->mu): matches the earliest unexpected message or queues r. */
+int nx_match_post(nx_ep *ep, nx_recv *r);
+/* Finds the earliest queued message for key; NULL if none. */
+nx_msg *nx_match_peek(nx_ep *ep, const nx_key *k, int any_src);
+/* A new message is ordered: match it to a posted receive or queue it. */
+void nx_match_arrived(nx_ep *ep, nx_msg *m);
+/* Copies payload bytes into the matched receive; completes it when full. */
+void nx_match_data(nx_ep *ep, nx_msg *m, const uint8_t *data, size_t len);
+void nx_recv_finish(nx_ep *ep, nx_recv *r, int rc, const char *why);
+/* Removes a posted receive that has not matched (timeout/abort). */
+int nx_match_cancel(nx_ep *ep, nx_recv *r);
+void nx_msg_free(nx_ep *ep, nx_msg *m);
+void nx_match_unqueue(nx_ep *ep, nx_msg *m);
+void nx_iov_copy_in(const nexar_iovec *iov, size_t niov, uint64_t off, const uint8_t *data,
+                    size_t len);
+
+#endif

@@ -1,0 +1,41 @@
+/* Requests: the completion object behind every operation, blocking or not. */
+#ifndef NX_RUNTIME_REQUEST_H
+#define NX_RUNTIME_REQUEST_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "core/common.h"
+#include "runtime/engine.h"
+
+enum nx_req_kind { NX_REQ_GENERIC = 0, NX_REQ_RECV, NX_REQ_SEND };
+
+struct nexar_request {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  atomic_int done;
+  int rc;
+  char *errtext;
+  int kind;
+  nx_ep *ep;        /* set for RECV/SEND: cancellation on timeout */
+  nx_recv recv;     /* RECV */
+  nx_txmsg *tx;     /* SEND (zero-copy, until acked) */
+  nexar_iovec *iov_copy;
+  uint32_t timeout_ms; /* no progress for this long fails the op (0 = none) */
+  uint32_t peer;       /* for messages */
+  char what[96];       /* "recv from rank 3 tag 7 on comm 0" */
+  atomic_uint_fast64_t progress_ns; /* last time bytes moved */
+  void (*on_free)(nexar_request *r);
+};
+
+/* Allocates a pending request (owned by the application until waited). */
+nexar_request *nx_req_new(void);
+/* Finishes req with rc; errtext (may be NULL) becomes nexar_last_error() of
+ * the waiting thread. Safe from any thread; only the first call counts. */
+void nx_req_complete(nexar_request *req, int rc, const char *errtext);
+/* Waits (spinning briefly, then sleeping), applying req->timeout_ms as a
+ * no-progress limit, and returns the result; does not free. */
+int nx_req_wait(nexar_request *req);
+void nx_req_free(nexar_request *req);
+
+#endif

@@ -1,0 +1,769 @@
+/* QUIC connections over ngtcp2 0.12 + GnuTLS: handshake with rank-binding
+ * mutual TLS, stream I/O, timers, batching. Every ngtcp2 call lives here.
+ * Streams are bidirectional only: ngtcp2 0.12.1 never reports closing of a
+ * remote unidirectional stream (upstream #662). The receiver FINs its side of
+ * each remote stream with no data, so both halves close and credit returns. */
+#include "transport/quic.h"
+
+#include <errno.h>
+#include <ngtcp2/ngtcp2.h>
+#include <ngtcp2/ngtcp2_crypto.h>
+#include <ngtcp2/ngtcp2_crypto_gnutls.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/pki.h"
+
+#define NX_SCID_LEN 16
+#define NX_BURST 64
+#define NX_ALPN "nexar/1"
+#define NX_PRIO                                                                                    \
+  "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"      \
+  "%DISABLE_TLS13_COMPAT_MODE"
+
+struct nx_cident {
+  uint8_t cid[NGTCP2_MAX_CIDLEN];
+  size_t len;
+  nx_qconn *qc;
+};
+
+struct nx_qconn {
+  nx_qconn *next;
+  nx_ep *ep;
+  nx_peer *peer; /* NULL until the peer's certificate named its rank */
+  ngtcp2_conn *conn;
+  gnutls_session_t tls;
+  ngtcp2_crypto_conn_ref ref;
+  struct sockaddr_storage remote;
+  socklen_t remotelen;
+  int is_server;
+  uint32_t expect_rank;
+  int dead;
+  int64_t *fins; /* remote streams whose local half still needs a FIN */
+  size_t nfins, capfins;
+  nx_txmsg **resets;
+  size_t nresets, capresets;
+  nx_txmsg *act_head, *act_tail; /* opened messages with bytes to send */
+  uint8_t *txbuf;
+};
+
+/* ------------------------------------------------------------ CID table */
+
+static void cid_add(nx_ep *ep, const uint8_t *cid, size_t len, nx_qconn *qc) {
+  for (size_t i = 0; i < ep->ncids_cap; i++) {
+    if (!ep->cids[i].qc) {
+      memcpy(ep->cids[i].cid, cid, len);
+      ep->cids[i].len = len;
+      ep->cids[i].qc = qc;
+      return;
+    }
+  }
+  size_t cap = ep->ncids_cap ? ep->ncids_cap * 2 : 64;
+  struct nx_cident *n = realloc(ep->cids, cap * sizeof *n);
+  if (!n) return; /* the connection then cannot receive: it times out and is reported */
+  memset(n + ep->ncids_cap, 0, (cap - ep->ncids_cap) * sizeof *n);
+  ep->cids = n;
+  ep->ncids_cap = cap;
+  cid_add(ep, cid, len, qc);
+}
+
+static void cid_del(nx_ep *ep, const uint8_t *cid, size_t len) {
+  for (size_t i = 0; i < ep->ncids_cap; i++)
+    if (ep->cids[i].qc && ep->cids[i].len == len && !memcmp(ep->cids[i].cid, cid, len))
+      ep->cids[i].qc = NULL;
+}
+
+static nx_qconn *cid_find(nx_ep *ep, const uint8_t *cid, size_t len) {
+  for (size_t i = 0; i < ep->ncids_cap; i++)
+    if (ep->cids[i].qc && ep->cids[i].len == len && !memcmp(ep->cids[i].cid, cid, len))
+      return ep->cids[i].qc;
+  return NULL;
+}
+
+/* ------------------------------------------------------------ callbacks */
+
+static void cb_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
+  (void)ctx;
+  nx_random(dest, len);
+}
+
+static int cb_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t cidlen,
+                      void *ud) {
+  nx_qconn *qc = ud;
+  if (nx_random(cid->data, cidlen) || nx_random(token, NGTCP2_STATELESS_RESET_TOKENLEN))
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+  cid->datalen = cidlen;
+  cid_add(qc->ep, cid->data, cidlen, qc);
+  return 0;
+}
+
+static int cb_remove_cid(ngtcp2_conn *conn, const ngtcp2_cid *cid, void *ud) {
+  nx_qconn *qc = ud;
+  cid_del(qc->ep, cid->data, cid->datalen);
+  return 0;
+}
+
+static int push_id(int64_t **arr, size_t *n, size_t *cap, int64_t sid) {
+  if (*n == *cap) {
+    size_t nc = *cap ? *cap * 2 : 16;
+    int64_t *a = realloc(*arr, nc * sizeof *a);
+    if (!a) return -1;
+    *arr = a, *cap = nc;
+  }
+  (*arr)[(*n)++] = sid;
+  return 0;
+}
+
+static int is_local_stream(const nx_qconn *qc, int64_t sid) {
+  return ((sid & 1) != 0) == (qc->is_server != 0);
+}
+
+static int cb_stream_open(ngtcp2_conn *conn, int64_t sid, void *ud) {
+  nx_qconn *qc = ud;
+  if (!qc->peer || (sid & 2)) return NGTCP2_ERR_CALLBACK_FAILURE; /* uni streams: unused */
+  nx_rxstream *rs = NULL;
+  nx_rx_stream_open(qc->ep, qc->peer, sid, &rs);
+  if (!rs) return NGTCP2_ERR_CALLBACK_FAILURE;
+  ngtcp2_conn_set_stream_user_data(conn, sid, rs);
+  if (push_id(&qc->fins, &qc->nfins, &qc->capfins, sid)) return NGTCP2_ERR_CALLBACK_FAILURE;
+  return 0;
+}
+
+static int cb_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t offset,
+                               const uint8_t *data, size_t len, void *ud, void *sud) {
+  nx_qconn *qc = ud;
+  int fin = (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0;
+  ngtcp2_conn_extend_max_offset(conn, len); /* stream windows bound memory, not this */
+  if (is_local_stream(qc, sid)) {
+    /* the reverse half of our own message stream carries nothing */
+    return len ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
+  }
+  nx_rxstream *rs = sud;
+  if (!rs) return 0; /* stream already finished (its data was discarded) */
+  uint64_t credit = 0;
+  int rc = nx_rx_stream_data(qc->ep, rs, data, len, fin, &credit);
+  if (rc) {
+    NX_WARN("protocol error from rank %u on stream %lld: %s", qc->peer ? qc->peer->rank : 0,
+            (long long)sid, nexar_last_error());
+    return NGTCP2_ERR_CALLBACK_FAILURE;
+  }
+  if (credit) ngtcp2_conn_extend_max_stream_offset(conn, sid, credit);
+  return 0;
+}
+
+static int cb_acked(ngtcp2_conn *conn, int64_t sid, uint64_t offset, uint64_t len, void *ud,
+                    void *sud) {
+  nx_txmsg *m = sud;
+  if (!m || !is_local_stream(ud, sid)) return 0;
+  nx_tx_acked(((nx_qconn *)ud)->ep, m, offset, len);
+  if (m->acked >= m->total) {
+    ngtcp2_conn_set_stream_user_data(conn, sid, NULL);
+    nx_tx_free(m);
+  }
+  return 0;
+}
+
+static int cb_stream_close(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t app_error,
+                           void *ud, void *sud) {
+  nx_qconn *qc = ud;
+  if (is_local_stream(qc, sid)) {
+    nx_txmsg *m = sud;
+    if (m) { /* reset or closed before the final ack: nothing will touch it again */
+      m->acked = m->total;
+      nx_tx_acked(qc->ep, m, 0, 0);
+      nx_tx_free(m);
+    }
+    return 0;
+  }
+  if (sud) nx_rx_stream_close(qc->ep, sud);
+  ngtcp2_conn_extend_max_streams_bidi(conn, 1);
+  return 0;
+}
+
+static int cb_reset(ngtcp2_conn *conn, int64_t sid, uint64_t final_size, uint64_t app_error,
+                    void *ud, void *sud) {
+  return 0; /* the close callback follows and handles it */
+}
+
+static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref) {
+  return ((nx_qconn *)ref->user_data)->conn;
+}
+
+/* GnuTLS verify hook: the certificate must chain to the cluster CA and name
+ * the rank this connection must come from. */
+static int verify_peer(gnutls_session_t s) {
+  ngtcp2_crypto_conn_ref *ref = gnutls_session_get_ptr(s);
+  nx_qconn *qc = ref->user_data;
+  nx_ep *ep = qc->ep;
+  uint32_t rank;
+  if (nx_tls_peer_rank(s, ep->cluster_id, &rank) != 0) {
+    NX_WARN("mesh handshake: refused a certificate: %s", nexar_last_error());
+    return -1;
+  }
+  if (!qc->is_server) {
+    if (rank != qc->expect_rank) {
+      NX_WARN("mesh handshake: expected rank %u at %s, certificate names rank %u",
+              qc->expect_rank, ep->peers[qc->expect_rank].addrstr, rank);
+      return -1;
+    }
+    return 0;
+  }
+  /* Lower ranks dial higher ones, so a client must have a lower rank. */
+  if (rank >= ep->rank || rank >= ep->world) {
+    NX_WARN("mesh handshake: a client claims rank %u, which must not dial rank %u", rank,
+            ep->rank);
+    return -1;
+  }
+  nx_peer *p = &ep->peers[rank];
+  if (p->qc && p->qc != qc && p->state == NX_PEER_UP) {
+    NX_WARN("mesh handshake: rank %u is already connected; refusing a second connection", rank);
+    return -1;
+  }
+  if (p->qc && p->qc != qc) p->qc = NULL; /* a reconnect replaces a stale half-open one */
+  qc->peer = p;
+  p->qc = qc;
+  p->rx_next_sid = 0; /* the client's bidi streams: 0, 4, 8, ... */
+  return 0;
+}
+
+static int cb_handshake_completed(ngtcp2_conn *conn, void *ud) {
+  nx_qconn *qc = ud;
+  if (!qc->peer) return NGTCP2_ERR_CALLBACK_FAILURE;
+  nx_peer *p = qc->peer;
+  p->state = NX_PEER_UP;
+  p->last_heard_ns = nx_now_ns();
+  NX_DEBUG("connected to rank %u at %s", p->rank, p->addrstr);
+  pthread_cond_broadcast(&qc->ep->cv);
+  return 0;
+}
+
+static void fill_callbacks(ngtcp2_callbacks *cb, int server) {
+  memset(cb, 0, sizeof *cb);
+  if (server) {
+    cb->recv_client_initial = ngtcp2_crypto_recv_client_initial_cb;
+  } else {
+    cb->client_initial = ngtcp2_crypto_client_initial_cb;
+    cb->recv_retry = ngtcp2_crypto_recv_retry_cb;
+  }
+  cb->recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
+  cb->encrypt = ngtcp2_crypto_encrypt_cb;
+  cb->decrypt = ngtcp2_crypto_decrypt_cb;
+  cb->hp_mask = ngtcp2_crypto_hp_mask_cb;
+  cb->update_key = ngtcp2_crypto_update_key_cb;
+  cb->delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
+  cb->delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
+  cb->get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
+  cb->version_negotiation = ngtcp2_crypto_version_negotiation_cb;
+  cb->rand = cb_rand;
+  cb->get_new_connection_id = cb_new_cid;
+  cb->remove_connection_id = cb_remove_cid;
+  cb->recv_stream_data = cb_recv_stream_data;
+  cb->acked_stream_data_offset = cb_acked;
+  cb->stream_open = cb_stream_open;
+  cb->stream_close = cb_stream_close;
+  cb->stream_reset = cb_reset;
+  cb->handshake_completed = cb_handshake_completed;
+}
+
+static void fill_settings(nx_qconn *qc, ngtcp2_settings *st, ngtcp2_transport_params *tp) {
+  ngtcp2_settings_default(st);
+  ngtcp2_transport_params_default(tp);
+  st->initial_ts = nx_now_ns();
+  st->cc_algo = NGTCP2_CC_ALGO_CUBIC;
+  /* Large datagrams on paths that carry them (loopback: ~64 KiB). 0.12 needs
+   * shaping off, else it sends 1200-byte packets whatever the path allows. */
+  size_t payload = nx_udp_path_payload((struct sockaddr *)&qc->remote, qc->remotelen);
+  st->max_tx_udp_payload_size = payload;
+  st->no_tx_udp_payload_size_shaping = 1;
+  st->max_window = 64u << 20;
+  st->max_stream_window = 32u << 20;
+  st->initial_rtt = 1 * NGTCP2_MILLISECONDS;
+  st->handshake_timeout = (uint64_t)NX_MAX(qc->ep->cfg.connect_timeout_ms, 1000u) *
+                          NGTCP2_MILLISECONDS;
+  tp->initial_max_data = 64u << 20;
+  tp->initial_max_stream_data_bidi_local = NX_STREAM_WINDOW;
+  tp->initial_max_stream_data_bidi_remote = NX_STREAM_WINDOW;
+  tp->initial_max_stream_data_uni = 0;
+  tp->initial_max_streams_bidi = NX_MAX_STREAMS;
+  tp->initial_max_streams_uni = 0;
+  /* Liveness is judged by our heartbeats; idle close is only a backstop. */
+  tp->max_idle_timeout = (qc->ep->hb_timeout_ns * 3 / 1000000 + 1000) * NGTCP2_MILLISECONDS;
+  tp->max_udp_payload_size = 65527;
+  tp->active_connection_id_limit = 4;
+}
+
+static int tls_new(nx_qconn *qc) {
+  unsigned flags = (qc->is_server ? GNUTLS_SERVER : GNUTLS_CLIENT) | GNUTLS_NO_END_OF_EARLY_DATA;
+  if (gnutls_init(&qc->tls, flags) < 0) return -1;
+  if (gnutls_priority_set_direct(qc->tls, NX_PRIO, NULL) < 0) return -1;
+  int rc = qc->is_server ? ngtcp2_crypto_gnutls_configure_server_session(qc->tls)
+                         : ngtcp2_crypto_gnutls_configure_client_session(qc->tls);
+  if (rc) return -1;
+  if (gnutls_credentials_set(qc->tls, GNUTLS_CRD_CERTIFICATE, qc->ep->creds) < 0) return -1;
+  if (qc->is_server) gnutls_certificate_server_set_request(qc->tls, GNUTLS_CERT_REQUIRE);
+  else gnutls_server_name_set(qc->tls, GNUTLS_NAME_DNS, "nexar", 5);
+  gnutls_session_set_verify_function(qc->tls, verify_peer);
+  gnutls_datum_t alpn = {(unsigned char *)NX_ALPN, sizeof NX_ALPN - 1};
+  gnutls_alpn_set_protocols(qc->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY);
+  qc->ref.get_conn = get_conn;
+  qc->ref.user_data = qc;
+  gnutls_session_set_ptr(qc->tls, &qc->ref);
+  return 0;
+}
+
+static ngtcp2_path make_path(nx_qconn *qc) {
+  ngtcp2_path p;
+  p.local.addr = (ngtcp2_sockaddr *)&qc->ep->udp.local;
+  p.local.addrlen = qc->ep->udp.locallen;
+  p.remote.addr = (ngtcp2_sockaddr *)&qc->remote;
+  p.remote.addrlen = qc->remotelen;
+  p.user_data = NULL;
+  return p;
+}
+
+static nx_qconn *qconn_alloc(nx_ep *ep, const struct sockaddr *remote, socklen_t len,
+                             int server) {
+  nx_qconn *qc = nx_calloc(1, sizeof *qc);
+  if (!qc) return NULL;
+  qc->txbuf = malloc((size_t)NX_BURST * 65536);
+  if (!qc->txbuf) {
+    free(qc);
+    return NULL;
+  }
+  qc->ep = ep;
+  qc->is_server = server;
+  memcpy(&qc->remote, remote, len);
+  qc->remotelen = len;
+  return qc;
+}
+
+void nx_qconn_free(nx_ep *ep, nx_qconn *qc) {
+  for (nx_qconn **pp = &ep->conns; *pp; pp = &(*pp)->next)
+    if (*pp == qc) {
+      *pp = qc->next;
+      break;
+    }
+  for (size_t i = 0; i < ep->ncids_cap; i++)
+    if (ep->cids[i].qc == qc) ep->cids[i].qc = NULL;
+  if (qc->peer && qc->peer->qc == qc) qc->peer->qc = NULL;
+  /* Stream user data (messages) is released by the engine, which owns it. */
+  if (qc->conn) ngtcp2_conn_del(qc->conn);
+  if (qc->tls) gnutls_deinit(qc->tls);
+  free(qc->fins);
+  free(qc->resets);
+  free(qc->txbuf);
+  free(qc);
+}
+
+int nx_qconn_client_new(nx_ep *ep, nx_peer *p) {
+  nx_qconn *qc = qconn_alloc(ep, (struct sockaddr *)&p->addr, p->addrlen, 0);
+  if (!qc) return NEXAR_ERR_NOMEM;
+  qc->expect_rank = p->rank;
+  qc->peer = p;
+  ngtcp2_cid dcid, scid;
+  dcid.datalen = 18;
+  scid.datalen = NX_SCID_LEN;
+  nx_random(dcid.data, dcid.datalen);
+  nx_random(scid.data, scid.datalen);
+  ngtcp2_callbacks cb;
+  ngtcp2_settings st;
+  ngtcp2_transport_params tp;
+  fill_callbacks(&cb, 0);
+  fill_settings(qc, &st, &tp);
+  ngtcp2_path path = make_path(qc);
+  int rv = ngtcp2_conn_client_new(&qc->conn, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cb, &st,
+                                  &tp, NULL, qc);
+  if (rv || tls_new(qc)) {
+    nx_qconn_free(ep, qc);
+    return nx_fail(NEXAR_ERR_TLS, "connect to rank %u: cannot create QUIC connection: %s",
+                   p->rank, rv ? ngtcp2_strerror(rv) : "TLS session setup failed");
+  }
+  ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
+  qc->next = ep->conns;
+  ep->conns = qc;
+  cid_add(ep, scid.data, scid.datalen, qc);
+  p->qc = qc;
+  p->state = NX_PEER_CONNECTING;
+  p->rx_next_sid = 1; /* the server's bidi streams: 1, 5, 9, ... */
+  return 0;
+}
+
+static nx_qconn *accept_conn(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen,
+                             const uint8_t *pkt, size_t len) {
+  ngtcp2_pkt_hd hd;
+  if (ngtcp2_accept(&hd, pkt, len) != 0) return NULL;
+  if (!ep->creds) return NULL; /* not started: the client retransmits */
+  nx_qconn *qc = qconn_alloc(ep, from, fromlen, 1);
+  if (!qc) return NULL;
+  ngtcp2_cid scid;
+  scid.datalen = NX_SCID_LEN;
+  nx_random(scid.data, scid.datalen);
+  ngtcp2_callbacks cb;
+  ngtcp2_settings st;
+  ngtcp2_transport_params tp;
+  fill_callbacks(&cb, 1);
+  fill_settings(qc, &st, &tp);
+  tp.original_dcid = hd.dcid;
+  tp.stateless_reset_token_present = 1;
+  nx_random(tp.stateless_reset_token, sizeof tp.stateless_reset_token);
+  st.token = hd.token;
+  ngtcp2_path path = make_path(qc);
+  int rv = ngtcp2_conn_server_new(&qc->conn, &hd.scid, &scid, &path, hd.version, &cb, &st, &tp,
+                                  NULL, qc);
+  if (rv || tls_new(qc)) {
+    nx_qconn_free(ep, qc);
+    return NULL;
+  }
+  ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
+  qc->next = ep->conns;
+  ep->conns = qc;
+  cid_add(ep, hd.dcid.data, hd.dcid.datalen, qc);
+  cid_add(ep, scid.data, scid.datalen, qc);
+  return qc;
+}
+
+static void conn_failed(nx_ep *ep, nx_qconn *qc, const char *why) {
+  qc->dead = 1;
+  if (qc->peer && qc->peer->qc == qc) {
+    nx_peer_dead_locked(ep, qc->peer, why);
+  }
+}
+
+void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen, uint8_t *pkt,
+                         size_t len) {
+  ngtcp2_version_cid vc;
+  if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, NX_SCID_LEN) != 0) return;
+  nx_qconn *qc = cid_find(ep, vc.dcid, vc.dcidlen);
+  if (!qc) {
+    qc = accept_conn(ep, from, fromlen, pkt, len);
+    if (!qc) return;
+  }
+  if (qc->dead) return;
+  ngtcp2_path path = make_path(qc);
+  path.remote.addr = (ngtcp2_sockaddr *)from;
+  path.remote.addrlen = fromlen;
+  ngtcp2_pkt_info pi = {0};
+  int rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, pkt, len, nx_now_ns());
+  if (qc->peer) {
+    qc->peer->last_heard_ns = nx_now_ns();
+  }
+  if (rv != 0) {
+    char why[160];
+    if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_CLOSING) {
+      snprintf(why, sizeof why, "it closed the connection");
+    } else if (rv == NGTCP2_ERR_CRYPTO || rv == NGTCP2_ERR_CALLBACK_FAILURE) {
+      snprintf(why, sizeof why, "handshake or protocol failure (%s)", ngtcp2_strerror(rv));
+    } else {
+      snprintf(why, sizeof why, "QUIC error: %s", ngtcp2_strerror(rv));
+    }
+    if (!qc->peer || qc->peer->qc != qc) { /* never authenticated: drop quietly */
+      NX_WARN("dropping unauthenticated connection: %s", why);
+      nx_qconn_free(ep, qc);
+      return;
+    }
+    if (rv != NGTCP2_ERR_DRAINING && rv != NGTCP2_ERR_CLOSING) {
+      /* tell the peer why, so it fails fast too */
+      ngtcp2_path_storage ps;
+      ngtcp2_path_storage_zero(&ps);
+      ngtcp2_connection_close_error ce;
+      ngtcp2_connection_close_error_set_transport_error_liberr(&ce, rv, NULL, 0);
+      ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, qc->txbuf,
+                                                          1500, &ce, nx_now_ns());
+      if (n > 0) {
+        size_t l = (size_t)n;
+        nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, qc->txbuf, &l, 1);
+      }
+    }
+    conn_failed(ep, qc, why);
+    return;
+  }
+  memcpy(&qc->remote, from, fromlen);
+  qc->remotelen = fromlen;
+}
+
+/* ------------------------------------------------------------- writing */
+
+static void act_push(nx_qconn *qc, nx_txmsg *m) {
+  m->next = NULL;
+  m->in_queue = 1;
+  if (qc->act_tail) qc->act_tail->next = m;
+  else qc->act_head = m;
+  qc->act_tail = m;
+}
+
+static nx_txmsg *act_pop(nx_qconn *qc) {
+  nx_txmsg *m = qc->act_head;
+  if (!m) return NULL;
+  qc->act_head = m->next;
+  if (!qc->act_head) qc->act_tail = NULL;
+  m->next = NULL;
+  m->in_queue = 0;
+  return m;
+}
+
+void nx_qconn_reset(nx_qconn *qc, nx_txmsg *m) {
+  if (!qc || qc->dead) return;
+  if (qc->nresets == qc->capresets) {
+    size_t nc = qc->capresets ? qc->capresets * 2 : 8;
+    nx_txmsg **a = realloc(qc->resets, nc * sizeof *a);
+    if (!a) return; /* the send then completes at its final ack or when the peer dies */
+    qc->resets = a, qc->capresets = nc;
+  }
+  qc->resets[qc->nresets++] = m;
+}
+
+static void act_remove(nx_qconn *qc, nx_txmsg *m) {
+  nx_txmsg *prev = NULL;
+  for (nx_txmsg *x = qc->act_head; x; prev = x, x = x->next) {
+    if (x != m) continue;
+    if (prev) prev->next = x->next;
+    else qc->act_head = x->next;
+    if (qc->act_tail == x) qc->act_tail = prev;
+    x->next = NULL;
+    x->in_queue = 0;
+    return;
+  }
+}
+
+/* Opens streams for queued messages, in order: stream ids give the receiver
+ * the send order (non-overtaking per source and tag). */
+static void open_streams(nx_qconn *qc) {
+  nx_peer *p = qc->peer;
+  while (p->txq_head) {
+    nx_txmsg *m = p->txq_head;
+    if (m->cancel) {
+      p->txq_head = m->next;
+      if (!p->txq_head) p->txq_tail = NULL;
+      m->acked = m->total;
+      nx_tx_acked(qc->ep, m, 0, 0);
+      nx_tx_free(m);
+      continue;
+    }
+    int64_t sid;
+    int rv = ngtcp2_conn_open_bidi_stream(qc->conn, &sid, m);
+    if (rv) break; /* NGTCP2_ERR_STREAM_ID_BLOCKED: the peer grants more as streams close */
+    p->txq_head = m->next;
+    if (!p->txq_head) p->txq_tail = NULL;
+    m->sid = sid;
+    act_push(qc, m);
+  }
+}
+
+static size_t build_vecs(nx_txmsg *m, ngtcp2_vec *v, size_t max) {
+  size_t n = 0;
+  uint64_t pos = m->sent;
+  if (pos < NX_FRAME_HDR_LEN) {
+    v[n].base = m->hdr + pos;
+    v[n].len = (size_t)(NX_FRAME_HDR_LEN - pos);
+    n++;
+    pos = NX_FRAME_HDR_LEN;
+  }
+  uint64_t off = pos - NX_FRAME_HDR_LEN;
+  for (size_t i = 0; i < m->niov && n < max; i++) {
+    size_t l = m->iov[i].len;
+    if (off >= l) {
+      off -= l;
+      continue;
+    }
+    v[n].base = (uint8_t *)m->iov[i].base + off;
+    v[n].len = (size_t)(l - off);
+    off = 0;
+    n++;
+  }
+  return n;
+}
+
+static void flush(nx_qconn *qc, size_t *lens, size_t *npk, size_t *off) {
+  if (*npk) nx_udp_send(&qc->ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, qc->txbuf,
+                        lens, *npk);
+  *npk = 0;
+  *off = 0;
+}
+
+/* Writes one burst of packets: FINs for remote streams, then message data
+ * round-robin across streams, then ACK/control-only packets. */
+static int conn_write(nx_qconn *qc, uint64_t now) {
+  if (qc->dead) return 0;
+  if (qc->peer && qc->peer->qc == qc && qc->peer->state == NX_PEER_UP) open_streams(qc);
+  for (size_t i = 0; i < qc->nresets; i++) { /* cancelled sends: ngtcp2 lets go of them */
+    nx_txmsg *m = qc->resets[i];
+    ngtcp2_conn_shutdown_stream(qc->conn, m->sid, 1);
+    ngtcp2_conn_set_stream_user_data(qc->conn, m->sid, NULL);
+    if (m->in_queue) act_remove(qc, m);
+    m->acked = m->total;
+    nx_tx_acked(qc->ep, m, 0, 0);
+    nx_tx_free(m);
+  }
+  qc->nresets = 0;
+  size_t maxlen = ngtcp2_conn_get_max_tx_udp_payload_size(qc->conn);
+  size_t pathlen = ngtcp2_conn_get_path_max_tx_udp_payload_size(qc->conn);
+  size_t burst = NX_BURST;
+  if (burst * pathlen > (size_t)NX_BURST * 65536) burst = (size_t)NX_BURST * 65536 / pathlen;
+  size_t lens[NX_BURST], npk = 0, off = 0, tot = 0;
+  nx_txmsg *blocked = NULL, *blocked_tail = NULL;
+  size_t fin_i = 0;
+  ngtcp2_path_storage ps;
+  ngtcp2_path_storage_zero(&ps);
+  ngtcp2_pkt_info pi;
+  int rc = 0;
+  while (tot < burst) {
+    nx_txmsg *m = NULL;
+    int64_t sid = -1;
+    ngtcp2_vec vec[16];
+    size_t nvec = 0;
+    uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_NONE;
+    if (fin_i < qc->nfins) {
+      sid = qc->fins[fin_i];
+      flags = NGTCP2_WRITE_STREAM_FLAG_MORE | NGTCP2_WRITE_STREAM_FLAG_FIN;
+    } else if ((m = act_pop(qc)) != NULL) {
+      sid = m->sid;
+      nvec = build_vecs(m, vec, 16);
+      flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
+      uint64_t left = m->total - m->sent, inv = 0;
+      for (size_t i = 0; i < nvec; i++) inv += vec[i].len;
+      if (inv == left) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
+    }
+    if (off + maxlen > (size_t)NX_BURST * 65536) flush(qc, lens, &npk, &off);
+    ngtcp2_ssize ndata = -1;
+    ngtcp2_ssize nw = ngtcp2_conn_writev_stream(qc->conn, &ps.path, &pi, qc->txbuf + off, maxlen,
+                                                &ndata, flags, sid, nvec ? vec : NULL, nvec, now);
+    if (!m && sid >= 0) { /* a FIN-only write for a remote stream */
+      if (nw == NGTCP2_ERR_WRITE_MORE || nw == NGTCP2_ERR_STREAM_SHUT_WR ||
+          nw == NGTCP2_ERR_STREAM_NOT_FOUND || nw == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+        fin_i++;
+        continue;
+      }
+      if (nw >= 0 && ndata >= 0) fin_i++;
+    } else if (m) {
+      if (ndata > 0) m->sent += (uint64_t)ndata;
+      if (nw == NGTCP2_ERR_WRITE_MORE) {
+        if (m->sent < m->total) act_push(qc, m);
+        continue;
+      }
+      if (nw == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
+        m->next = NULL;
+        if (blocked_tail) blocked_tail->next = m;
+        else blocked = m;
+        blocked_tail = m;
+        continue;
+      }
+      if (nw == NGTCP2_ERR_STREAM_SHUT_WR || nw == NGTCP2_ERR_STREAM_NOT_FOUND) continue;
+      if (m->sent < m->total) act_push(qc, m);
+    }
+    if (nw < 0) {
+      if (ngtcp2_err_is_fatal((int)nw)) {
+        rc = (int)nw;
+        break;
+      }
+      continue;
+    }
+    if (nw == 0) break; /* congestion, pacing or nothing left */
+    size_t at = off;
+    if (npk > 0 && (size_t)nw > lens[0]) { /* GSO: segments must not grow */
+      flush(qc, lens, &npk, &off);
+      memmove(qc->txbuf, qc->txbuf + at, (size_t)nw);
+    }
+    lens[npk++] = (size_t)nw;
+    off += (size_t)nw;
+    tot++;
+    if ((size_t)nw < lens[0]) flush(qc, lens, &npk, &off); /* a short packet ends a batch */
+  }
+  flush(qc, lens, &npk, &off);
+  /* remaining FINs and blocked streams wait for the next round */
+  if (fin_i) {
+    memmove(qc->fins, qc->fins + fin_i, (qc->nfins - fin_i) * sizeof *qc->fins);
+    qc->nfins -= fin_i;
+  }
+  while (blocked) {
+    nx_txmsg *b = blocked;
+    blocked = b->next;
+    act_push(qc, b);
+  }
+  ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
+  if (qc->peer) {
+    ngtcp2_conn_stat cs;
+    ngtcp2_conn_get_conn_stat(qc->conn, &cs);
+    qc->peer->st.smoothed_rtt_us = (double)cs.smoothed_rtt / 1000.0;
+  }
+  return rc;
+}
+
+uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
+  uint64_t next = UINT64_MAX;
+  nx_qconn *qc = ep->conns;
+  while (qc) {
+    nx_qconn *nxt = qc->next;
+    if (qc->dead) {
+      if (!qc->peer || qc->peer->qc != qc) nx_qconn_free(ep, qc);
+      qc = nxt;
+      continue;
+    }
+    uint64_t exp = ngtcp2_conn_get_expiry(qc->conn);
+    if (exp <= now) {
+      int rv = ngtcp2_conn_handle_expiry(qc->conn, now);
+      if (rv) {
+        conn_failed(ep, qc,
+                    rv == NGTCP2_ERR_IDLE_CLOSE ? "idle timeout" : "handshake or timer failure");
+        if (!qc->peer || qc->peer->qc != qc) nx_qconn_free(ep, qc);
+        qc = nxt;
+        continue;
+      }
+    }
+    int rv = conn_write(qc, now);
+    if (rv) conn_failed(ep, qc, ngtcp2_strerror(rv));
+    exp = ngtcp2_conn_get_expiry(qc->conn);
+    if (exp < next) next = exp;
+    qc = nxt;
+  }
+  return next;
+}
+
+void nx_qconn_extend(nx_qconn *qc, int64_t sid, uint64_t n, uint64_t boost) {
+  if (!qc || qc->dead) return;
+  ngtcp2_conn_extend_max_stream_offset(qc->conn, sid, n + boost);
+}
+
+void nx_qconn_kick(nx_qconn *qc) {
+  (void)qc; /* every service pass writes every connection */
+}
+
+
+
+void nx_qconn_stats(nx_qconn *qc, double *rtt_us, uint64_t *lost) {
+  ngtcp2_conn_stat cs;
+  ngtcp2_conn_get_conn_stat(qc->conn, &cs);
+  *rtt_us = (double)cs.smoothed_rtt / 1000.0;
+  *lost = 0;
+}
+
+int nx_qconn_idle(nx_qconn *qc) {
+  if (!qc || qc->dead) return 1;
+  if (qc->act_head || (qc->peer && qc->peer->txq_head)) return 0;
+  ngtcp2_conn_stat cs;
+  ngtcp2_conn_get_conn_stat(qc->conn, &cs);
+  return cs.bytes_in_flight == 0;
+}
+
+void nx_quic_close_all(nx_ep *ep) {
+  while (ep->conns) {
+    nx_qconn *qc = ep->conns;
+    if (!qc->dead && qc->conn) {
+      ngtcp2_path_storage ps;
+      ngtcp2_path_storage_zero(&ps);
+      ngtcp2_connection_close_error ce;
+      ngtcp2_connection_close_error_set_application_error(&ce, 0, NULL, 0);
+      ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, qc->txbuf,
+                                                          1500, &ce, nx_now_ns());
+      if (n > 0) {
+        size_t l = (size_t)n;
+        nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, qc->txbuf, &l, 1);
+      }
+    }
+    /* drop queued and in-flight messages' references first */
+    while (qc->act_head) {
+      nx_txmsg *m = act_pop(qc);
+      (void)m; /* freed by the engine's peer teardown through its request list */
+    }
+    nx_qconn_free(ep, qc);
+  }
+}
