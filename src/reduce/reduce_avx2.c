@@ -82,23 +82,54 @@ INL void st_f16(uchar *p, __m256 v) {
   _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
 }
 
-/* bf16 widening is a shift. A signaling NaN stays signaling here, unlike in
- * nx_bf16_to_f32, but every op below turns NaN inputs into the default NaN. */
-INL __m256 ld_bf16(const uchar *p) {
-  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+/* bf16 -> f32 is a 16-bit shift, which interleaving with zeros does for free:
+ * the low and high halves of each 128-bit lane become two f32 vectors, and
+ * packus below undoes the interleave. A signaling NaN stays signaling here,
+ * unlike in nx_bf16_to_f32, but sum and prod turn any NaN into the default. */
+INL __m256 bf16_lo(__m256i v) {
+  return _mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), v));
 }
 
-/* Round to nearest even as nx_f32_to_bf16. NaN inputs are always the default
- * NaN here (canonicalised by the op), which this rounding maps to 0x7fc0. */
-INL void st_bf16(uchar *p, __m256 v) {
+INL __m256 bf16_hi(__m256i v) {
+  return _mm256_castsi256_ps(_mm256_unpackhi_epi16(_mm256_setzero_si256(), v));
+}
+
+/* Round to nearest even as nx_f32_to_bf16, result in the low 16 bits. NaNs
+ * here are always the default NaN, which this maps to 0x7fc0. */
+INL __m256i bf16_round(__m256 v) {
   __m256i x = _mm256_castps_si256(v);
   __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
   x = _mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
-  x = _mm256_srli_epi32(x, 16);
-  _mm_storeu_si128((__m128i *)p,
-                   _mm_packus_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1)));
+  return _mm256_srli_epi32(x, 16);
 }
+
+INL __m256i bf16_pack(__m256 lo, __m256 hi) {
+  return _mm256_packus_epi32(bf16_round(lo), bf16_round(hi));
+}
+
+/* min/max of 16-bit floats need no conversion: flipping the magnitude bits
+ * of negative values makes signed 16-bit order the float order, with -0
+ * (0xffff) below +0. The flip is its own inverse. */
+INL __m256i half_key(__m256i h) {
+  return _mm256_xor_si256(h, _mm256_and_si256(_mm256_srai_epi16(h, 15), _mm256_set1_epi16(0x7fff)));
+}
+
+/* All-ones in lanes where x or y is a NaN (magnitude above inf's pattern). */
+INL __m256i half_nan(__m256i x, __m256i y, short inf) {
+  __m256i m = _mm256_set1_epi16(0x7fff);
+  __m256i mag = _mm256_max_epu16(_mm256_and_si256(x, m), _mm256_and_si256(y, m));
+  return _mm256_cmpgt_epi16(mag, _mm256_set1_epi16(inf));
+}
+
+#define HALF_MINMAX(NAME, OP, INF, QNAN)                                                           \
+  INL __m256i NAME(__m256i x, __m256i y) {                                                         \
+    __m256i r = half_key(OP(half_key(x), half_key(y)));                                            \
+    return _mm256_blendv_epi8(r, _mm256_set1_epi16(QNAN), half_nan(x, y, INF));                    \
+  }
+HALF_MINMAX(min_f16, _mm256_min_epi16, 0x7c00, 0x7e00)
+HALF_MINMAX(max_f16, _mm256_max_epi16, 0x7c00, 0x7e00)
+HALF_MINMAX(min_bf16, _mm256_min_epi16, 0x7f80, 0x7fc0)
+HALF_MINMAX(max_bf16, _mm256_max_epi16, 0x7f80, 0x7fc0)
 
 /* ------------------------------------------------------------ integers */
 
@@ -164,12 +195,25 @@ typedef size_t (*kernel_fn)(uchar *, const uchar *, const uchar *, size_t);
     return i;                                                                                      \
   }
 
-/* 16-bit floats are combined in f32, eight at a time. */
-#define K_HALF(NAME, FN, LD, ST)                                                                   \
+/* f16 sums and products go through f32, eight at a time. */
+#define K_F16(NAME, FN)                                                                            \
   static TGT size_t NAME(uchar *d, const uchar *x, const uchar *y, size_t n) {                     \
     size_t i = 0;                                                                                  \
     for (; i + 8 <= n; i += 8)                                                                     \
-      ST(d + 2 * i, FN(LD(x + 2 * i), LD(y + 2 * i)));                                             \
+      st_f16(d + 2 * i, FN(ld_f16(x + 2 * i), ld_f16(y + 2 * i)));                                 \
+    return i;                                                                                      \
+  }
+
+/* bf16 sums and products: sixteen per step, as two f32 vectors. */
+#define K_BF16(NAME, FN)                                                                           \
+  static TGT size_t NAME(uchar *d, const uchar *x, const uchar *y, size_t n) {                     \
+    size_t i = 0;                                                                                  \
+    for (; i + 16 <= n; i += 16) {                                                                 \
+      __m256i a = _mm256_loadu_si256((const __m256i *)(x + 2 * i));                                \
+      __m256i b = _mm256_loadu_si256((const __m256i *)(y + 2 * i));                                \
+      _mm256_storeu_si256((__m256i *)(d + 2 * i),                                                  \
+                          bf16_pack(FN(bf16_lo(a), bf16_lo(b)), FN(bf16_hi(a), bf16_hi(b))));      \
+    }                                                                                              \
     return i;                                                                                      \
   }
 
@@ -192,14 +236,14 @@ K_PD(k_sum_f64, sum_pd)
 K_PD(k_prod_f64, prod_pd)
 K_PD(k_min_f64, min_pd)
 K_PD(k_max_f64, max_pd)
-K_HALF(k_sum_f16, sum_ps, ld_f16, st_f16)
-K_HALF(k_prod_f16, prod_ps, ld_f16, st_f16)
-K_HALF(k_min_f16, min_ps, ld_f16, st_f16)
-K_HALF(k_max_f16, max_ps, ld_f16, st_f16)
-K_HALF(k_sum_bf16, sum_ps, ld_bf16, st_bf16)
-K_HALF(k_prod_bf16, prod_ps, ld_bf16, st_bf16)
-K_HALF(k_min_bf16, min_ps, ld_bf16, st_bf16)
-K_HALF(k_max_bf16, max_ps, ld_bf16, st_bf16)
+K_F16(k_sum_f16, sum_ps)
+K_F16(k_prod_f16, prod_ps)
+K_INT(k_min_f16, 2, min_f16)
+K_INT(k_max_f16, 2, max_f16)
+K_BF16(k_sum_bf16, sum_ps)
+K_BF16(k_prod_bf16, prod_ps)
+K_INT(k_min_bf16, 2, min_bf16)
+K_INT(k_max_bf16, 2, max_bf16)
 /* Wrapping sums and products are the same bits for signed and unsigned. */
 K_INT(k_sum_x8, 1, _mm256_add_epi8)
 K_INT(k_prod_x8, 1, mullo_epi8)

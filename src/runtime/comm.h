@@ -41,6 +41,7 @@ struct nexar_client {
   void *on_failure_ctx;
   uint32_t *dead; /* sorted comm ranks */
   size_t ndead;
+  nexar_seed *owned_seed; /* torchrun mode: rank 0 hosts the seed */
 };
 
 /* Creates a communicator over ep (takes a reference on ep). */

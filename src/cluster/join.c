@@ -1,0 +1,189 @@
+/* Workers: nexar_join (through a seed) and nexar_init_from_env (NEXAR_SEED_ADDR
+ * or torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE). The private key is
+ * generated here and never leaves the process; the seed only sees a CSR. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster/bootmsg.h"
+#include "cluster/chan.h"
+#include "cluster/mesh.h"
+#include "core/config.h"
+#include "runtime/comm.h"
+
+/* The address peers use to reach this endpoint: the bind host unless it is
+ * a wildcard, else the local address of the route to the seed. */
+static void advertised(nx_ep *ep, const nexar_config *cfg, nx_chan *ch, char *out, size_t cap) {
+  char host[128] = "";
+  uint16_t port;
+  if (cfg->bind_addr) nx_split_hostport(cfg->bind_addr, host, sizeof host, &port);
+  if (!host[0] || !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*"))
+    nx_chan_local_ip(ch, host, sizeof host);
+  if (strchr(host, ':')) snprintf(out, cap, "[%s]:%u", host, nx_ep_port(ep));
+  else snprintf(out, cap, "%s:%u", host, nx_ep_port(ep));
+}
+
+/* Connects to the seed, retrying while it is not up yet (launchers start
+ * everything at once), until the deadline. */
+static int connect_seed(nx_chan **ch, const char *seed, const char *token, uint64_t deadline) {
+  for (;;) {
+    uint64_t now = nx_now_ns();
+    uint32_t left = deadline ? (uint32_t)NX_MIN((deadline - NX_MIN(deadline, now)) / 1000000ull,
+                                                 UINT32_MAX)
+                             : 60000;
+    if (deadline && left == 0)
+      return nx_fail(NEXAR_ERR_TIMEOUT, "join: seed at %s not reachable in time", seed);
+    int rc = nx_chan_connect(ch, seed, token, NX_MIN(left, 10000u));
+    if (rc != NEXAR_ERR_IO) return rc;
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static int join_ex(nexar_client **out, const char *seed_addr, const nexar_config *ucfg,
+                   uint32_t want_rank, uint32_t world_hint, nexar_seed *own_seed) {
+  if (!out) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: NULL out");
+  *out = NULL;
+  if (!seed_addr || !*seed_addr) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: no seed address");
+  nexar_config cfg;
+  int rc = nx_config_resolve(ucfg, &cfg);
+  if (rc) return rc;
+  const char *token = cfg.cluster_token;
+  if (!token) token = getenv("NEXAR_CLUSTER_TOKEN");
+  nx_ep *ep = NULL;
+  nx_chan *ch = NULL;
+  nx_key *key = NULL;
+  uint8_t *csr = NULL, *buf = NULL;
+  size_t csr_len = 0, len = 0;
+  void *reply = NULL;
+  nx_welcome w = {0};
+  gnutls_certificate_credentials_t creds = NULL;
+  if (!token || !*token) {
+    rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                 "join: no cluster token (set config.cluster_token or NEXAR_CLUSTER_TOKEN)");
+    goto out;
+  }
+  uint64_t t = cfg.connect_timeout_ms;
+  uint64_t deadline = t ? nx_now_ns() + t * 1000000ull : 0;
+  if ((rc = nx_key_new(&key)) || (rc = nx_csr_new(key, &csr, &csr_len))) goto out;
+  if ((rc = nx_mesh_bind(&ep, &cfg, "0.0.0.0"))) goto out;
+  if ((rc = connect_seed(&ch, seed_addr, token, deadline))) goto out;
+  nx_hello h = {0};
+  h.version = NX_BOOT_VERSION;
+  h.requested_rank = want_rank;
+  h.world_size = world_hint;
+  h.topology = (uint32_t)cfg.topology;
+  h.topology_degree = cfg.topology_degree;
+  advertised(ep, &cfg, ch, h.listen_addr, sizeof h.listen_addr);
+  gethostname(h.hostname, sizeof h.hostname - 1);
+  h.csr = csr;
+  h.csr_len = csr_len;
+  if ((rc = nx_hello_encode(&h, &buf, &len))) goto out;
+  if ((rc = nx_chan_send(ch, buf, len, 10000))) goto out;
+  /* the seed answers once every worker is here */
+  uint32_t wait_ms = t ? (uint32_t)t + 5000 : UINT32_MAX;
+  if ((rc = nx_chan_recv(ch, &reply, &len, wait_ms))) {
+    if (rc == NEXAR_ERR_TIMEOUT)
+      rc = nx_fail(rc, "join: the seed at %s did not form the world within %llu ms", seed_addr,
+                   (unsigned long long)t);
+    goto out;
+  }
+  int type = nx_bootmsg_type(reply, len);
+  if (type == NX_BOOT_REFUSE) {
+    nx_refuse r;
+    if (nx_refuse_decode(reply, len, &r) == 0 && r.code < 0)
+      rc = nx_fail(r.code, "join: the seed at %s refused: %s", seed_addr, r.reason);
+    else rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: malformed refusal from the seed");
+    goto out;
+  }
+  if (type != NX_BOOT_WELCOME || nx_welcome_decode(reply, len, &w) != 0) {
+    rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: malformed reply from the seed at %s", seed_addr);
+    goto out;
+  }
+  uint32_t cert_rank;
+  if ((rc = nx_cert_rank(w.cert, w.cert_len, w.ca_cert, w.ca_len, w.cluster_id, &cert_rank)))
+    goto out;
+  if (cert_rank != w.rank || (want_rank != NX_BOOT_ANY_RANK && w.rank != want_rank)) {
+    rc = nx_fail(NEXAR_ERR_AUTH, "join: the seed's certificate names rank %u, expected %u",
+                 cert_rank, w.rank);
+    goto out;
+  }
+  if ((rc = nx_tls_creds_new(&creds, key, w.cert, w.cert_len, w.ca_cert, w.ca_len))) goto out;
+  nx_chan_del(ch);
+  ch = NULL;
+  NX_INFO("joined as rank %u of %u", w.rank, w.world_size);
+  rc = nx_mesh_form(ep, w.rank, w.world_size, w.cluster_id, creds, w.addrs, deadline, out);
+  creds = NULL;
+  if (!rc && own_seed) (*out)->owned_seed = own_seed;
+out:
+  if (creds) gnutls_certificate_free_credentials(creds);
+  nx_ep_unref(ep);
+  nx_chan_del(ch);
+  nx_key_del(key);
+  nx_welcome_free(&w);
+  free(csr);
+  free(buf);
+  free(reply);
+  nx_config_release(&cfg);
+  if (rc && *out) {
+    nexar_client_del(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+int nexar_join(nexar_client **out, const char *seed_addr, const nexar_config *cfg) {
+  return join_ex(out, seed_addr, cfg, NX_BOOT_ANY_RANK, 0, NULL);
+}
+
+int nexar_init_from_env(nexar_client **out) {
+  if (!out) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: NULL out");
+  *out = NULL;
+  const char *seed = getenv("NEXAR_SEED_ADDR");
+  uint32_t rank = NX_BOOT_ANY_RANK, world = 0;
+  int rc;
+  if (seed && *seed) {
+    if ((rc = nx_env_u32("NEXAR_WORLD_SIZE", &world, NULL))) return rc;
+    if ((rc = nx_env_u32("NEXAR_RANK", &rank, NULL))) return rc;
+    return join_ex(out, seed, NULL, rank, world, NULL);
+  }
+  const char *maddr = getenv("MASTER_ADDR");
+  int have_port, have_rank, have_world;
+  uint16_t mport = 0, sport = 0;
+  if (!maddr || !*maddr)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "init_from_env: set NEXAR_SEED_ADDR, or MASTER_ADDR, MASTER_PORT, RANK and "
+                   "WORLD_SIZE");
+  if ((rc = nx_env_u16("MASTER_PORT", &mport, &have_port))) return rc;
+  if ((rc = nx_env_u32("RANK", &rank, &have_rank))) return rc;
+  if ((rc = nx_env_u32("WORLD_SIZE", &world, &have_world))) return rc;
+  if (!have_port || !have_rank || !have_world)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: MASTER_ADDR is set but %s is not",
+                   !have_port ? "MASTER_PORT" : !have_rank ? "RANK" : "WORLD_SIZE");
+  if (world == 0 || rank >= world)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: RANK=%u with WORLD_SIZE=%u", rank,
+                   world);
+  const char *tok = getenv("NEXAR_CLUSTER_TOKEN");
+  if (!tok || !*tok)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "init_from_env: NEXAR_CLUSTER_TOKEN must be set (the same on every process)");
+  int have_sport;
+  if ((rc = nx_env_u16("NEXAR_SEED_PORT", &sport, &have_sport))) return rc;
+  if (!have_sport) {
+    const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+    sport = (agent && !strcmp(agent, "True")) ? (uint16_t)(mport + 1) : mport;
+  }
+  char addr[NX_ADDR_MAX];
+  if (strchr(maddr, ':') && maddr[0] != '[') snprintf(addr, sizeof addr, "[%s]:%u", maddr, sport);
+  else snprintf(addr, sizeof addr, "%s:%u", maddr, sport);
+  nexar_seed *s = NULL;
+  if (rank == 0) { /* rank 0 hosts the seed, as torchrun's store host does */
+    char listen[NX_ADDR_MAX];
+    snprintf(listen, sizeof listen, "%s:%u", strchr(maddr, ':') ? "::" : "0.0.0.0", sport);
+    if ((rc = nexar_seed_new(&s, listen, world, NULL))) return rc;
+  }
+  rc = join_ex(out, addr, NULL, rank, world, s);
+  if (rc) nexar_seed_del(s);
+  return rc;
+}
