@@ -225,7 +225,8 @@ static int run_launcher(uint32_t n) {
     while (waitpid(pids[i], &st, 0) < 0 && errno == EINTR) {
     }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-      if (!failed) fprintf(stderr, "launcher: worker %u (pid %ld) failed\n", i, (long)pids[i]);
+      if (!failed)
+        fprintf(stderr, "launcher: worker process %u (pid %ld) failed\n", i, (long)pids[i]);
       failed = 1;
     }
   }

@@ -282,6 +282,11 @@ int main(int argc, char **argv) {
     return 1;
   }
   fprintf(stderr, "%s: serving on %s for a world of %u\n", prog, addr, world);
+  if (strncmp(addr, "0.0.0.0:", 8) == 0 || strncmp(addr, "[::]:", 5) == 0)
+    fprintf(stderr,
+            "%s: note: that is a wildcard address; workers on other hosts need this "
+            "host's name or address with the same port\n",
+            prog);
 
   /* Wait for the world to form, in slices, watching for signals between. */
   int status = 0, formed = 0, sig = 0;

@@ -52,7 +52,8 @@ static int is_pow2(uint32_t n) {
 
 uint32_t nx_pow2_floor(uint32_t n) {
   uint32_t p = 1;
-  while (p <= n / 2) p <<= 1;
+  while (p <= n / 2)
+    p <<= 1;
   return p;
 }
 

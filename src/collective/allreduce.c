@@ -139,14 +139,15 @@ static int ring_process(ring *g, const ring_it *it) {
    * whichever rank owns the chunk. */
   nx_reduce3(dst, slot, g->in + goff, len, j->dt, j->op);
   if (s < n - 2)
-    return nx_j_isend(j, g->next, s + 1, (uint32_t)it->jseg, dst, len * es, rs_req(g, s + 1, it->jseg));
+    return nx_j_isend(j, g->next, s + 1, (uint32_t)it->jseg, dst, len * es,
+                      rs_req(g, s + 1, it->jseg));
   if (g->inplace)
     return nx_j_isend(j, g->next, n - 1, (uint32_t)it->jseg, dst, len * es, ag_req(g, 0, it->jseg));
   return 0;
 }
 
-int nx_ring_run(nx_job *j, const void *in, void *inplace, void *out, size_t count,
-                size_t seg_elems, unsigned window) {
+int nx_ring_run(nx_job *j, const void *in, void *inplace, void *out, size_t count, size_t seg_elems,
+                unsigned window) {
   ring g = {.j = j, .n = j->world, .r = j->rank, .es = j->es, .count = count};
   uint32_t n = g.n;
   g.next = (g.r + 1) % n;
@@ -175,8 +176,6 @@ int nx_ring_run(nx_job *j, const void *in, void *inplace, void *out, size_t coun
   }
   g.rs_soff[n] = nrs;
   g.ag_soff[n] = nag;
-  g.rs_soff[n - 1] = nrs;
-  g.ag_soff[n - 1] = nag;
   nx_creq **reqs = nx_job_alloc(j, (nrs + nag) * sizeof(nx_creq *));
   if (!reqs) return NEXAR_ERR_NOMEM;
   memset(reqs, 0, (nrs + nag) * sizeof(nx_creq *));
@@ -197,8 +196,8 @@ int nx_ring_run(nx_job *j, const void *in, void *inplace, void *out, size_t coun
   for (size_t js = 0; !rc && js < g.rs_soff[1]; js++) {
     size_t off, len;
     seg_of(&g, c0, js, &off, &len);
-    rc = nx_j_isend(j, g.next, 0, (uint32_t)js, g.in + (chunk_off(&g, c0) + off) * g.es,
-                    len * g.es, &g.rs_send[js]);
+    rc = nx_j_isend(j, g.next, 0, (uint32_t)js, g.in + (chunk_off(&g, c0) + off) * g.es, len * g.es,
+                    &g.rs_send[js]);
   }
   /* Keep `win` receives posted ahead of the one being reduced, so the next
    * segments transfer while this one is reduced. */
@@ -254,7 +253,8 @@ static int fold_out(nx_job *j, char *buf, size_t count, uint32_t p2, uint32_t ro
 
 static uint32_t log2u(uint32_t p2) {
   uint32_t l = 0;
-  while ((1u << l) < p2) l++;
+  while ((1u << l) < p2)
+    l++;
   return l;
 }
 
@@ -352,7 +352,7 @@ int nx_run_allreduce_rs_ag(nx_job *j) {
   if (j->count == 0) return nx_sync(j, 0);
   size_t seg = j->count * j->es >= p->large_msg_bytes || nx_algo_force_segment
                    ? nx_seg_elems(p->segment_bytes, j->es)
-                                                      : nx_chunk_len(j->count, j->world, 0);
+                   : nx_chunk_len(j->count, j->world, 0);
   return nx_ring_run(j, j->buf, j->buf, NULL, j->count, seg,
                      seg == nx_chunk_len(j->count, j->world, 0) ? 2 : p->window);
 }

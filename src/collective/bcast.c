@@ -7,7 +7,8 @@
 static int bcast_binomial(nx_job *j, char *buf, size_t bytes) {
   uint32_t n = j->world, root = j->root, v = (j->rank + n - root) % n;
   uint32_t top = 1;
-  while (top < n) top <<= 1;
+  while (top < n)
+    top <<= 1;
   uint32_t low = v ? (v & (~v + 1)) : top;
   if (v) {
     int rc = nx_j_sendrecv(j, 0, NULL, 0, (v - low + root) % n, buf, bytes, 0, 0);

@@ -64,7 +64,7 @@ int nx_run_bucketed(nx_job *j);
 int nx_run_reduce_scatter(nx_job *j);
 int nx_run_reduce(nx_job *j);
 int nx_run_broadcast(nx_job *j);
-int nx_allgather_raw(nx_job *j, const void *send, void *recv, size_t bytes, size_t es);
+int nx_allgather_raw(nx_job *j, const void *send, void *recv, size_t count, size_t es);
 int nx_run_allgather(nx_job *j);
 int nx_run_gather(nx_job *j);
 int nx_run_scatter(nx_job *j);
@@ -76,7 +76,7 @@ int nx_run_split(nx_job *j);
  * in: the input vector; inplace: also the output (allreduce, both phases);
  * otherwise out receives chunk `rank` (reduce_scatter) and in is not written.
  * seg_elems: segment length, window: receives posted ahead. */
-int nx_ring_run(nx_job *j, const void *in, void *inplace, void *out, size_t count,
-                size_t seg_elems, unsigned window);
+int nx_ring_run(nx_job *j, const void *in, void *inplace, void *out, size_t count, size_t seg_elems,
+                unsigned window);
 
 #endif

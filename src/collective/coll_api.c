@@ -56,7 +56,7 @@ static int validate_buckets(nx_job *j, const char *name) {
     if (b->count && !b->buf)
       return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: bucket %zu is NULL with count %zu", name, i,
                      b->count);
-    if (b->count > (SIZE_MAX - total) / j->es || (total + b->count) > SIZE_MAX / j->es)
+    if (b->count > SIZE_MAX / j->es - total) /* total <= SIZE_MAX / es holds */
       return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: total bucket size overflows", name);
     total += b->count;
   }
@@ -93,8 +93,7 @@ static int validate(nx_job *j, uint32_t rank, uint32_t world) {
   if (is_reduction(k) && !nx_op_valid(j->op))
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: invalid reduction op %d", name, (int)j->op);
   if (has_root(k) && j->root >= world)
-    return nx_fail(NEXAR_ERR_INVALID_RANK, "%s: root %u outside world of %u", name, j->root,
-                   world);
+    return nx_fail(NEXAR_ERR_INVALID_RANK, "%s: root %u outside world of %u", name, j->root, world);
   if (k == NX_COLL_ALL_REDUCE_BUCKETED) return validate_buckets(j, name);
   if (k == NX_COLL_SPLIT && !j->out)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
@@ -143,7 +142,7 @@ static int validate(nx_job *j, uint32_t rank, uint32_t world) {
   }
 }
 
-static int run_job(nx_job *j) {
+static int run_algo(nx_job *j) {
   switch (j->kind) {
   case NX_COLL_ALL_REDUCE:
     return nx_run_allreduce(j);
@@ -176,6 +175,42 @@ static int run_job(nx_job *j) {
   return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "unknown collective %d", j->kind);
 }
 
+/* Mismatch detection. The port checks every frame's signature, so a mismatch
+ * is found as soon as one frame crosses between disagreeing ranks, and the
+ * finder's nx_coll_end tells everyone. Two gaps remain, closed here:
+ * - Schedules that receive before they send (a broadcast's non-roots, a
+ *   folded allreduce rank) could all wait on each other until the timeout
+ *   when the ranks disagree: so every rank first sends a token to r+1.
+ * - A rank whose result does not depend on every rank (broadcast root,
+ *   reduce/gather leaves, scatter root, scan's rank 0) could finish before
+ *   anyone objects: those collectives first run a dissemination round set,
+ *   after which each rank has (transitively, every hop checked) heard from
+ *   all. Collectives whose result depends on every rank need only the token:
+ *   a disagreeing rank's data cannot reach anyone. */
+static int partial_dependency(int kind) {
+  return kind == NX_COLL_BROADCAST || kind == NX_COLL_REDUCE || kind == NX_COLL_GATHER ||
+         kind == NX_COLL_SCATTER || kind == NX_COLL_SCAN || kind == NX_COLL_EXSCAN;
+}
+
+#define NX_ROUND_TOKEN 0xfffffff0u
+#define NX_ROUND_SYNC 0xffffff00u
+
+static int run_job(nx_job *j) {
+  uint32_t n = j->world, r = j->rank;
+  if (n == 1 || j->kind == NX_COLL_BARRIER) return run_algo(j);
+  if (partial_dependency(j->kind)) {
+    int rc = nx_sync(j, NX_ROUND_SYNC);
+    return rc ? rc : run_algo(j);
+  }
+  static const uint8_t token = 1;
+  nx_creq *q[2] = {NULL, NULL};
+  int rc = nx_j_irecv(j, (r + n - 1) % n, NX_ROUND_TOKEN, 0, &j->sink[4], 1, &q[0]);
+  if (!rc) rc = nx_j_isend(j, (r + 1) % n, NX_ROUND_TOKEN, 0, &token, 1, &q[1]);
+  if (!rc) rc = run_algo(j);
+  if (!rc) rc = nx_j_waitall(j, q, 2);
+  return rc;
+}
+
 /* Ends the collective (reporting rc to the peers), then frees the scratch:
  * only nx_coll_end guarantees no receive still targets it. */
 static int finish(nx_job *j, int rc) {
@@ -198,18 +233,8 @@ static void nb_main(void *arg) {
   nx_req_complete(req, rc, rc ? nexar_last_error() : NULL);
 }
 
-/* A request that will never be handed out: complete and release it, keeping
- * this thread's error text. */
-static void drop_req(nexar_request *r) {
-  char saved[512];
-  snprintf(saved, sizeof saved, "%s", nexar_last_error());
-  nx_req_complete(r, NEXAR_ERR_ABORTED, saved);
-  (void)nexar_wait(r);
-  nx_set_error_text(saved);
-}
-
 static void nb_free(nx_job *h) {
-  if (h->req) drop_req(h->req);
+  nx_req_free(h->req); /* never handed out */
   free(h->bucket_copy);
   free(h);
 }
@@ -263,7 +288,16 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
   }
   run->rank = nx_coll_rank(run->k);
   run->world = nx_coll_size(run->k);
-  if (vrc || !nb) return finish(run, vrc ? vrc : run_job(run));
+  if (vrc) {
+    /* Our own argument error is this caller's answer, even when a peer's
+     * failure of the same collective reached the port first. */
+    char why[512];
+    snprintf(why, sizeof why, "%s", nexar_last_error());
+    finish(run, vrc);
+    nx_set_error_text(why);
+    return vrc;
+  }
+  if (!nb) return finish(run, run_job(run));
   nexar_request *r = h->req;
   rc = nx_pool_submit(nb_main, h);
   if (rc) {
@@ -299,13 +333,12 @@ int nexar_broadcast_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
   return coll_call(&j, 1, req);
 }
 
-int nexar_all_gather(nexar_client *c, const void *send, void *recv, size_t count,
-                     nexar_dtype dt) {
+int nexar_all_gather(nexar_client *c, const void *send, void *recv, size_t count, nexar_dtype dt) {
   JOB(NX_COLL_ALL_GATHER, .send = send, .recv = recv, .count = count, .dt = dt);
   return coll_call(&j, 0, NULL);
 }
-int nexar_all_gather_nb(nexar_client *c, const void *send, void *recv, size_t count,
-                        nexar_dtype dt, nexar_request **req) {
+int nexar_all_gather_nb(nexar_client *c, const void *send, void *recv, size_t count, nexar_dtype dt,
+                        nexar_request **req) {
   JOB(NX_COLL_ALL_GATHER, .send = send, .recv = recv, .count = count, .dt = dt);
   return coll_call(&j, 1, req);
 }
@@ -332,13 +365,12 @@ int nexar_reduce_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt, ne
   return coll_call(&j, 1, req);
 }
 
-int nexar_all_to_all(nexar_client *c, const void *send, void *recv, size_t count,
-                     nexar_dtype dt) {
+int nexar_all_to_all(nexar_client *c, const void *send, void *recv, size_t count, nexar_dtype dt) {
   JOB(NX_COLL_ALL_TO_ALL, .send = send, .recv = recv, .count = count, .dt = dt);
   return coll_call(&j, 0, NULL);
 }
-int nexar_all_to_all_nb(nexar_client *c, const void *send, void *recv, size_t count,
-                        nexar_dtype dt, nexar_request **req) {
+int nexar_all_to_all_nb(nexar_client *c, const void *send, void *recv, size_t count, nexar_dtype dt,
+                        nexar_request **req) {
   JOB(NX_COLL_ALL_TO_ALL, .send = send, .recv = recv, .count = count, .dt = dt);
   return coll_call(&j, 1, req);
 }
@@ -375,13 +407,12 @@ int nexar_scan_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt, nexa
   return coll_call(&j, 1, req);
 }
 
-int nexar_exclusive_scan(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
-                         nexar_op op) {
+int nexar_exclusive_scan(nexar_client *c, void *buf, size_t count, nexar_dtype dt, nexar_op op) {
   JOB(NX_COLL_EXSCAN, .buf = buf, .count = count, .dt = dt, .op = op);
   return coll_call(&j, 0, NULL);
 }
-int nexar_exclusive_scan_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
-                            nexar_op op, nexar_request **req) {
+int nexar_exclusive_scan_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt, nexar_op op,
+                            nexar_request **req) {
   JOB(NX_COLL_EXSCAN, .buf = buf, .count = count, .dt = dt, .op = op);
   return coll_call(&j, 1, req);
 }
@@ -400,19 +431,18 @@ int nexar_all_reduce_bucketed(nexar_client *c, const nexar_bucket *b, size_t n, 
   JOB(NX_COLL_ALL_REDUCE_BUCKETED, .buckets = b, .nbuckets = n, .dt = dt, .op = op);
   return coll_call(&j, 0, NULL);
 }
-int nexar_all_reduce_bucketed_nb(nexar_client *c, const nexar_bucket *b, size_t n,
-                                 nexar_dtype dt, nexar_op op, nexar_request **req) {
+int nexar_all_reduce_bucketed_nb(nexar_client *c, const nexar_bucket *b, size_t n, nexar_dtype dt,
+                                 nexar_op op, nexar_request **req) {
   JOB(NX_COLL_ALL_REDUCE_BUCKETED, .buckets = b, .nbuckets = n, .dt = dt, .op = op);
   return coll_call(&j, 1, req);
 }
 
-int nexar_all_reduce_rs_ag(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
-                           nexar_op op) {
+int nexar_all_reduce_rs_ag(nexar_client *c, void *buf, size_t count, nexar_dtype dt, nexar_op op) {
   JOB(NX_COLL_ALL_REDUCE_RS_AG, .buf = buf, .count = count, .dt = dt, .op = op);
   return coll_call(&j, 0, NULL);
 }
-int nexar_all_reduce_rs_ag_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
-                              nexar_op op, nexar_request **req) {
+int nexar_all_reduce_rs_ag_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt, nexar_op op,
+                              nexar_request **req) {
   JOB(NX_COLL_ALL_REDUCE_RS_AG, .buf = buf, .count = count, .dt = dt, .op = op);
   return coll_call(&j, 1, req);
 }

@@ -8,7 +8,8 @@
 
 static uint32_t log2u(uint32_t m) {
   uint32_t l = 0;
-  while ((1u << l) < m) l++;
+  while ((1u << l) < m)
+    l++;
   return l;
 }
 
@@ -34,8 +35,9 @@ static int allgather_ring(nx_job *j, char *recv, size_t count, size_t es) {
   const nx_algo_params *p = nx_algo_defaults();
   uint32_t n = j->world, r = j->rank, next = (r + 1) % n, prev = (r + n - 1) % n;
   size_t blk = count * es;
-  size_t segel =
-      blk >= p->large_msg_bytes || nx_algo_force_segment ? nx_seg_elems(p->segment_bytes, es) : count;
+  size_t segel = blk >= p->large_msg_bytes || nx_algo_force_segment
+                     ? nx_seg_elems(p->segment_bytes, es)
+                     : count;
   size_t nseg = nx_seg_count(count, segel), steps = n - 1;
   nx_creq **rq = nx_job_alloc(j, 2 * steps * nseg * sizeof(nx_creq *));
   if (!rq) return NEXAR_ERR_NOMEM;
@@ -90,15 +92,16 @@ int nx_run_allgather(nx_job *j) {
 /* Binomial subtree of virtual rank v: v .. v+size-1, its parent v - low. */
 static uint32_t lowbit(uint32_t v, uint32_t n) {
   uint32_t top = 1;
-  while (top < n) top <<= 1;
+  while (top < n)
+    top <<= 1;
   return v ? (v & (~v + 1)) : top;
 }
 
 static int gather_binomial(nx_job *j, size_t blk) {
   uint32_t n = j->world, root = j->root, v = (j->rank + n - root) % n;
   uint32_t low = lowbit(v, n), size = NX_MIN(low, n - v);
-  if (size == 1) return nx_j_sendrecv(j, (v - low + root) % n, j->send, blk, 0, NULL, 0,
-                                      log2u(low), 0);
+  if (size == 1)
+    return nx_j_sendrecv(j, (v - low + root) % n, j->send, blk, 0, NULL, 0, log2u(low), 0);
   /* Blocks of the subtree in virtual-rank order; the root of a rank-0 tree
    * collects straight into recv. */
   char *buf = (v == 0 && root == 0) ? j->recv : nx_job_alloc(j, (size_t)size * blk);
@@ -108,8 +111,8 @@ static int gather_binomial(nx_job *j, size_t blk) {
   size_t nq = 0;
   for (uint32_t m = 1; m < low && v + m < n; m <<= 1) {
     size_t cnt = NX_MIN(m, n - v - m);
-    int rc = nx_j_irecv(j, (v + m + root) % n, log2u(m), 0, buf + (size_t)m * blk, cnt * blk,
-                        &q[nq++]);
+    int rc =
+        nx_j_irecv(j, (v + m + root) % n, log2u(m), 0, buf + (size_t)m * blk, cnt * blk, &q[nq++]);
     if (rc) return rc;
   }
   int rc = nx_j_waitall(j, q, nq);
@@ -178,8 +181,8 @@ static int scatter_binomial(nx_job *j, size_t blk) {
   for (uint32_t m = low >> 1; m >= 1; m >>= 1) {
     if (v + m >= n) continue;
     size_t cnt = NX_MIN(m, n - v - m);
-    int rc = nx_j_isend(j, (v + m + root) % n, log2u(m), 0, buf + (size_t)m * blk, cnt * blk,
-                        &q[nq++]);
+    int rc =
+        nx_j_isend(j, (v + m + root) % n, log2u(m), 0, buf + (size_t)m * blk, cnt * blk, &q[nq++]);
     if (rc) return rc;
   }
   if (j->recv != (const void *)buf) memcpy(j->recv, buf, blk);

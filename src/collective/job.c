@@ -31,8 +31,7 @@ void *nx_job_alloc(nx_job *j, size_t bytes) {
     if (j->scratch[i]) continue;
     j->scratch[i] = malloc(bytes ? bytes : 1);
     if (!j->scratch[i])
-      nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory for %zu bytes of scratch", nx_job_name(j),
-              bytes);
+      nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory for %zu bytes of scratch", nx_job_name(j), bytes);
     return j->scratch[i];
   }
   nx_fail(NEXAR_ERR_NOMEM, "%s: too many scratch buffers", nx_job_name(j));
@@ -68,7 +67,8 @@ int nx_j_wait(nx_job *j, nx_creq **r) {
 
 int nx_j_waitall(nx_job *j, nx_creq **r, size_t n) {
   int rc = map_rc(nx_coll_waitall(j->k, r, n));
-  for (size_t i = 0; i < n; i++) r[i] = NULL;
+  for (size_t i = 0; i < n; i++)
+    r[i] = NULL;
   return rc;
 }
 

@@ -9,9 +9,12 @@
  * little-endian), as in nexar; 0 is the root communicator, so never 0. */
 static uint64_t split_comm_id(uint64_t parent, uint64_t seq, uint32_t color) {
   uint8_t b[20];
-  for (int i = 0; i < 8; i++) b[i] = (uint8_t)(parent >> (8 * i));
-  for (int i = 0; i < 8; i++) b[8 + i] = (uint8_t)(seq >> (8 * i));
-  for (int i = 0; i < 4; i++) b[16 + i] = (uint8_t)(color >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    b[i] = (uint8_t)(parent >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    b[8 + i] = (uint8_t)(seq >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    b[16 + i] = (uint8_t)(color >> (8 * i));
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < sizeof b; i++) {
     h ^= b[i];
@@ -56,7 +59,8 @@ int nx_run_split(nx_job *j) {
   }
   qsort(m, cnt, sizeof(member), member_cmp);
   uint32_t *members = (uint32_t *)all; /* reuse: n * 8 bytes >= cnt * 4 */
-  for (uint32_t i = 0; i < cnt; i++) members[i] = m[i].rank;
+  for (uint32_t i = 0; i < cnt; i++)
+    members[i] = m[i].rank;
   uint64_t id = split_comm_id(nexar_comm_id(j->c), nx_coll_seq(j->k), j->color);
   return nx_comm_derive(j->c, id, members, cnt, j->out);
 }

@@ -92,7 +92,7 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
     nx_peer *p = &ep->peers[c->members[src]];
     if (p->state == NX_PEER_DEAD) {
       nx_match_cancel(ep, &r->recv);
-      rc = nx_fail(NEXAR_ERR_PEER_LOST, "recv from rank %u tag %u: peer lost (%s)", src, tag,
+      rc = nx_fail(p->dead_code, "recv from rank %u tag %u: peer lost (%s)", src, tag,
                    p->why);
     }
   }
@@ -175,7 +175,7 @@ static int probe(nexar_client *c, int any, uint32_t src, uint32_t tag, uint32_t 
       break;
     }
     if (!any && ep->peers[k.src].state == NX_PEER_DEAD) {
-      rc = nx_fail(NEXAR_ERR_PEER_LOST, "probe rank %u tag %u: peer lost (%s)", src, tag,
+      rc = nx_fail(ep->peers[k.src].dead_code, "probe rank %u tag %u: peer lost (%s)", src, tag,
                    ep->peers[k.src].why);
       break;
     }

@@ -35,15 +35,18 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&ep->cv, &ca);
   pthread_condattr_destroy(&ca);
-  ep->epfd = ep->evfd = -1;
+  ep->epfd = ep->evfd = ep->epfd_ctl = ep->epfd_wait = ep->wfd = -1;
   atomic_init(&ep->refs, 1);
   ep->hb_interval_ns = (uint64_t)ep->cfg.heartbeat_interval_ms * 1000000ull;
   ep->hb_timeout_ns = (uint64_t)ep->cfg.heartbeat_timeout_ms * 1000000ull;
   rc = nx_udp_open(&ep->udp, bind_host, port);
   if (rc) goto fail;
   ep->epfd = epoll_create1(EPOLL_CLOEXEC);
+  ep->epfd_ctl = epoll_create1(EPOLL_CLOEXEC);
+  ep->epfd_wait = epoll_create1(EPOLL_CLOEXEC);
   ep->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (ep->epfd < 0 || ep->evfd < 0) {
+  ep->wfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (ep->epfd < 0 || ep->evfd < 0 || ep->epfd_ctl < 0 || ep->epfd_wait < 0 || ep->wfd < 0) {
     rc = nx_fail(NEXAR_ERR_IO, "endpoint: epoll/eventfd: %s", strerror(errno));
     goto fail;
   }
@@ -51,11 +54,19 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->udp.fd, &ev);
   ev.data.u32 = 2;
   epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->evfd, &ev);
+  epoll_ctl(ep->epfd_ctl, EPOLL_CTL_ADD, ep->evfd, &ev);
+  ev.data.u32 = 1;
+  epoll_ctl(ep->epfd_wait, EPOLL_CTL_ADD, ep->udp.fd, &ev);
+  ev.data.u32 = 3;
+  epoll_ctl(ep->epfd_wait, EPOLL_CTL_ADD, ep->wfd, &ev);
   *out = ep;
   return 0;
 fail:
   nx_udp_close(&ep->udp);
   if (ep->epfd >= 0) close(ep->epfd);
+  if (ep->epfd_ctl >= 0) close(ep->epfd_ctl);
+  if (ep->epfd_wait >= 0) close(ep->epfd_wait);
+  if (ep->wfd >= 0) close(ep->wfd);
   if (ep->evfd >= 0) close(ep->evfd);
   nx_config_release(&ep->cfg);
   pthread_mutex_destroy(&ep->mu);
@@ -141,16 +152,19 @@ int nx_ep_connect_mesh(nx_ep *ep, uint64_t deadline_ns) {
       else if (ep->peers[j].state != NX_PEER_UP && missing == UINT32_MAX) missing = j;
     }
     if (dead != UINT32_MAX) {
-      rc = nx_fail(NEXAR_ERR_PEER_LOST, "forming the mesh: rank %u at %s: %s", dead,
+      rc = nx_fail(ep->peers[dead].dead_code, "forming the mesh: rank %u at %s: %s", dead,
                    ep->peers[dead].addrstr, ep->peers[dead].why);
       break;
     }
     if (missing == UINT32_MAX) break;
     uint64_t now = nx_now_ns();
     if (deadline_ns && now >= deadline_ns) {
-      rc = nx_fail(NEXAR_ERR_TIMEOUT,
-                   "forming the mesh: rank %u: no authenticated connection with rank %u at %s",
-                   ep->rank, missing, ep->peers[missing].addrstr);
+      rc = ep->auth_why[0]
+               ? nx_fail(NEXAR_ERR_AUTH, "forming the mesh: rank %u: no connection with rank %u "
+                         "at %s: %s", ep->rank, missing, ep->peers[missing].addrstr, ep->auth_why)
+               : nx_fail(NEXAR_ERR_TIMEOUT,
+                         "forming the mesh: rank %u: no authenticated connection with rank %u "
+                         "at %s", ep->rank, missing, ep->peers[missing].addrstr);
       break;
     }
     uint64_t wake = now + 20000000ull;
@@ -179,7 +193,7 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
   }
   nx_peer *p = &ep->peers[dest];
   if (p->state == NX_PEER_DEAD)
-    return nx_fail(NEXAR_ERR_PEER_LOST, "send to rank %u: peer lost (%s)", dest, p->why);
+    return nx_fail(p->dead_code, "send to rank %u: peer lost (%s)", dest, p->why);
   nx_txmsg *m = nx_calloc(1, sizeof *m);
   if (!m) return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", dest);
   m->ep = ep;
@@ -228,7 +242,11 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
   p->st.messages_sent++;
   p->st.bytes_sent += len;
   if (out) *out = m;
-  nx_ep_wake(ep);
+  if (!ep->in_progress && (!ep->thr_started || !pthread_equal(pthread_self(), ep->thr))) {
+    /* an application thread: write now instead of waking the progress thread */
+    uint64_t next = nx_ep_progress_locked(ep);
+    if (next < ep->sleep_until) nx_ep_wake(ep);
+  }
   return 0;
 }
 
@@ -262,6 +280,7 @@ void nx_qconn_extend_hook(nx_peer *p, int64_t sid, uint64_t n, uint64_t boost) {
 /* ------------------------------------------------------------- failures */
 
 static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
+  int code = p->dead_code;
   char msg[256];
   snprintf(msg, sizeof msg, "rank %u lost: %s", p->rank, why);
   for (nx_txmsg *m = ep->tx_all, *n; m; m = n) {
@@ -271,7 +290,7 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
       nexar_request *r = m->req;
       m->req = NULL;
       r->tx = NULL;
-      nx_req_complete(r, NEXAR_ERR_PEER_LOST, msg);
+      nx_req_complete(r, code, msg);
     }
     nx_tx_free(m);
   }
@@ -285,7 +304,7 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
       rs->msg = NULL;
       if (m->rcv) {
         m->rcv->msg = NULL;
-        nx_recv_finish(ep, m->rcv, NEXAR_ERR_PEER_LOST, msg);
+        nx_recv_finish(ep, m->rcv, code, msg);
         m->rcv = NULL;
         nx_msg_free(ep, m);
       } else if (m->queued) {
@@ -313,16 +332,17 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
       if (prev) prev->next = n;
       else ep->posted_head = n;
       if (ep->posted_tail == r) ep->posted_tail = prev;
-      nx_recv_finish(ep, r, NEXAR_ERR_PEER_LOST, msg);
+      nx_recv_finish(ep, r, code, msg);
     } else {
       prev = r;
     }
   }
 }
 
-void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, const char *why) {
+void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) {
   if (p->state == NX_PEER_DEAD || p->rank == ep->rank) return;
   p->state = NX_PEER_DEAD;
+  p->dead_code = code;
   snprintf(p->why, sizeof p->why, "%s", why);
   NX_WARN("rank %u (%s) is dead: %s", p->rank, p->addrstr, why);
   drop_peer_traffic(ep, p, why);
@@ -348,7 +368,7 @@ static uint64_t heartbeats(nx_ep *ep, uint64_t now) {
       char why[96];
       snprintf(why, sizeof why, "no data for %llu ms",
                (unsigned long long)((now - p->last_heard_ns) / 1000000ull));
-      nx_peer_dead_locked(ep, p, why);
+      nx_peer_dead_locked(ep, p, NEXAR_ERR_PEER_LOST, why);
       continue;
     }
     if (now >= p->next_hb_ns) {
@@ -364,45 +384,57 @@ static uint64_t heartbeats(nx_ep *ep, uint64_t now) {
   return next;
 }
 
+/* One progress step: receive what is there, run timers, write what is
+ * pending. The progress thread runs it after every wake-up; a thread blocked
+ * in a wait runs it too while it spins (ngtcp2 needs serialised access, which
+ * ep->mu gives, not one particular thread), which saves two thread wake-ups
+ * per message on small messages. Returns the next deadline. */
+uint64_t nx_ep_progress_locked(nx_ep *ep) {
+  if (ep->in_progress) return 0; /* re-entered from a send made by this step */
+  ep->in_progress = 1;
+  for (int budget = 0; budget < 16; budget++)
+    if (nx_udp_recv(&ep->udp, on_dgram, ep) == 0) break;
+  uint64_t now = nx_now_ns();
+  nx_ep_credit_flush(ep);
+  uint64_t next = heartbeats(ep, now);
+  uint64_t q = nx_quic_service(ep, now);
+  if (q < next) next = q;
+  uint64_t d = nx_udp_flush_delayed(&ep->udp, now);
+  ep->in_progress = 0;
+  return d < next ? d : next;
+}
+
 static void *progress_main(void *arg) {
   nx_ep *ep = arg;
   nx_log_set_rank(ep->rank);
   pthread_mutex_lock(&ep->mu);
-  int idle_spins = 0;
   while (!ep->stop) {
-    uint64_t now = nx_now_ns();
     if (want_connect(ep)) {
       for (uint32_t j = ep->rank + 1; j < ep->world; j++) {
         int rc = nx_qconn_client_new(ep, &ep->peers[j]);
-        if (rc) nx_peer_dead_locked(ep, &ep->peers[j], nexar_last_error());
+        if (rc) nx_peer_dead_locked(ep, &ep->peers[j], NEXAR_ERR_PEER_LOST, nexar_last_error());
       }
     }
-    nx_ep_credit_flush(ep);
-    uint64_t next = heartbeats(ep, now);
-    uint64_t q = nx_quic_service(ep, now);
-    if (q < next) next = q;
-    uint64_t d = nx_udp_flush_delayed(&ep->udp, now);
-    if (d < next) next = d;
+    uint64_t next = nx_ep_progress_locked(ep);
     ep->wake_pending = 0;
     pthread_mutex_unlock(&ep->mu);
     struct epoll_event evs[4];
-    int n;
-    if (idle_spins > 0) { /* a short busy poll after traffic keeps latency low */
-      n = epoll_wait(ep->epfd, evs, 4, 0);
-      idle_spins = n > 0 ? 50 : idle_spins - 1;
-    } else {
-      now = nx_now_ns();
-      struct timespec ts = {0, 0};
-      if (next > now) {
-        uint64_t dt = next - now;
-        if (dt > 100000000ull) dt = 100000000ull;
-        ts.tv_sec = (time_t)(dt / 1000000000ull);
-        ts.tv_nsec = (long)(dt % 1000000000ull);
-      }
-      n = epoll_pwait2(ep->epfd, evs, 4, &ts, NULL);
-      if (n > 0) idle_spins = 50;
+    uint64_t now = nx_now_ns();
+    struct timespec ts = {0, 0};
+    if (next > now) {
+      uint64_t dt = next - now;
+      if (dt > 100000000ull) dt = 100000000ull;
+      ts.tv_sec = (time_t)(dt / 1000000000ull);
+      ts.tv_nsec = (long)(dt % 1000000000ull);
     }
+    ep->sleep_until = now + (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    /* While application threads poll the socket themselves, this thread only
+     * keeps the timers: competing with them for the lock and the CPU costs
+     * more than it brings on small machines. */
+    int fd = atomic_load(&ep->spinners) > 0 ? ep->epfd_ctl : ep->epfd;
+    int n = epoll_pwait2(fd, evs, 4, &ts, NULL);
     pthread_mutex_lock(&ep->mu);
+    ep->sleep_until = 0;
     for (int i = 0; i < n; i++) {
       if (evs[i].data.u32 == 2) {
         uint64_t v;
@@ -410,8 +442,6 @@ static void *progress_main(void *arg) {
         (void)r;
       }
     }
-    for (int budget = 0; budget < 16; budget++)
-      if (nx_udp_recv(&ep->udp, on_dgram, ep) == 0) break;
   }
   pthread_mutex_unlock(&ep->mu);
   return NULL;
@@ -482,6 +512,9 @@ void nx_ep_unref(nx_ep *ep) {
   pthread_mutex_unlock(&ep->mu);
   nx_udp_close(&ep->udp);
   close(ep->epfd);
+  close(ep->epfd_ctl);
+  close(ep->epfd_wait);
+  close(ep->wfd);
   close(ep->evfd);
   if (ep->creds) gnutls_certificate_free_credentials(ep->creds);
   free(ep->cids);

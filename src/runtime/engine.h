@@ -140,6 +140,7 @@ struct nx_peer {
   uint64_t last_heard_ns;
   uint64_t next_hb_ns;
   char why[160]; /* reason it died */
+  int dead_code; /* what its pending operations got */
   nexar_peer_stats st;
 };
 
@@ -150,6 +151,10 @@ struct nx_ep {
   pthread_cond_t cv; /* broadcast on arrivals, peer state changes */
   nx_udp udp;
   int epfd, evfd, tfd;
+  int epfd_ctl;           /* eventfd only: used while application threads poll */
+  int epfd_wait;          /* UDP socket + wfd: where waiting application threads sleep */
+  int wfd;                /* eventfd: a request was completed by another thread */
+  atomic_int spinners;    /* application threads driving progress in a wait */
   pthread_t thr;
   int thr_started;
   int stop;
@@ -179,6 +184,9 @@ struct nx_ep {
   nexar_config cfg;
   uint64_t hb_interval_ns, hb_timeout_ns;
   int wake_pending;
+  int in_progress; /* a progress step is running (possibly in this call chain) */
+  uint64_t sleep_until;
+  char auth_why[200]; /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes by itself (0: awake) */
 };
 
 /* ---- engine.c */
@@ -192,12 +200,15 @@ void nx_ep_ref(nx_ep *ep);
 void nx_ep_unref(nx_ep *ep); /* the last reference stops the thread and frees */
 uint16_t nx_ep_port(const nx_ep *ep);
 void nx_ep_wake(nx_ep *ep); /* under ep->mu */
+/* One progress step (receive, timers, writes) under ep->mu; next deadline. */
+uint64_t nx_ep_progress_locked(nx_ep *ep);
 /* Queues a message to a peer (or delivers it locally); under ep->mu. On
  * success the txmsg belongs to the engine. */
 int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_iovec *iov,
                       size_t niov, nexar_request *req, nx_txmsg **out);
-/* Marks a peer dead (under ep->mu) and fails everything waiting on it. */
-void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, const char *why);
+/* Marks a peer dead (under ep->mu) and fails everything waiting on it with
+ * code (PEER_LOST, or PROTOCOL when it sent malformed bytes). */
+void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why);
 /* Cancels a zero-copy send that timed out (under ep->mu). */
 void nx_tx_cancel_locked(nx_ep *ep, nx_txmsg *m, int rc);
 

@@ -3,7 +3,10 @@
  * are caught by the spin. */
 #include "runtime/request.h"
 
+
 #include <errno.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +33,21 @@ void nx_req_complete(nexar_request *r, int rc, const char *errtext) {
     if (rc && errtext) r->errtext = strdup(errtext);
     atomic_store_explicit(&r->done, 1, memory_order_release);
     pthread_cond_broadcast(&r->cv);
+    /* a waiter sleeping in epoll (wait_driving) is woken through the endpoint */
+    if (r->ep && atomic_load(&r->waiting) && !pthread_equal(r->waiter, pthread_self())) {
+      uint64_t one = 1;
+      ssize_t k = write(r->ep->wfd, &one, sizeof one);
+      (void)k;
+    }
   }
   pthread_mutex_unlock(&r->mu);
 }
 
 void nx_req_free(nexar_request *r) {
   if (!r) return;
+  /* the completing thread may still be inside nx_req_complete's unlock */
+  pthread_mutex_lock(&r->mu);
+  pthread_mutex_unlock(&r->mu);
   if (r->on_free) r->on_free(r);
   free(r->errtext);
   free(r->iov_copy);
@@ -69,11 +81,59 @@ static void req_timeout(nexar_request *r) {
   }
 }
 
-int nx_req_wait(nexar_request *r) {
-  for (int i = 0; i < 2000 && !atomic_load_explicit(&r->done, memory_order_acquire); i++) {
-    if (i > 200) sched_yield();
-    else __builtin_ia32_pause();
+/* Returns 1 once r is done or timed out, after checking the no-progress limit. */
+static int check_deadline(nexar_request *r, uint64_t now, uint64_t *wake) {
+  if (atomic_load_explicit(&r->done, memory_order_acquire)) return 1;
+  if (!r->timeout_ms) return 0;
+  uint64_t dl = atomic_load(&r->progress_ns) + (uint64_t)r->timeout_ms * 1000000ull;
+  if (now >= dl) {
+    req_timeout(r);
+    return atomic_load(&r->done);
   }
+  if (dl < *wake) *wake = dl;
+  return 0;
+}
+
+/* Waits by driving the endpoint ourselves: progress under the endpoint lock,
+ * then sleep in epoll on the UDP socket (not on a condvar), so the kernel
+ * wakes this thread directly when the reply lands. While any thread waits
+ * this way, the progress thread leaves the socket alone and only runs timers.
+ * This removes the two thread hand-offs per message that dominate small-
+ * message latency. Completions made by other threads poke ep->wfd. */
+static void wait_driving(nexar_request *r, nx_ep *ep) {
+  atomic_fetch_add(&ep->spinners, 1);
+  r->waiter = pthread_self();
+  atomic_store(&r->waiting, 1);
+  while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
+    uint64_t next = UINT64_MAX;
+    if (pthread_mutex_trylock(&ep->mu) == 0) {
+      next = nx_ep_progress_locked(ep);
+      pthread_mutex_unlock(&ep->mu);
+    }
+    uint64_t now = nx_now_ns();
+    uint64_t wake = now + 1000000ull; /* at most 1 ms between looks */
+    if (next < wake) wake = next;
+    if (check_deadline(r, now, &wake)) break;
+    struct epoll_event ev[2];
+    struct timespec ts = {0, wake > now ? (long)(wake - now) : 0};
+    int n = epoll_pwait2(ep->epfd_wait, ev, 2, &ts, NULL);
+    for (int i = 0; i < n; i++)
+      if (ev[i].data.u32 == 3) {
+        uint64_t v;
+        ssize_t k = read(ep->wfd, &v, sizeof v);
+        (void)k;
+      }
+  }
+  atomic_store(&r->waiting, 0);
+  if (atomic_fetch_sub(&ep->spinners, 1) == 1) {
+    pthread_mutex_lock(&ep->mu); /* the progress thread must watch the socket again */
+    nx_ep_wake(ep);
+    pthread_mutex_unlock(&ep->mu);
+  }
+}
+
+int nx_req_wait(nexar_request *r) {
+  if (r->ep) wait_driving(r, r->ep);
   while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
     uint64_t now = nx_now_ns();
     uint64_t wake = now + 50000000ull; /* re-check deadlines every 50 ms */

@@ -26,6 +26,8 @@ struct nexar_request {
   char what[96];       /* "recv from rank 3 tag 7 on comm 0" */
   atomic_uint_fast64_t progress_ns; /* last time bytes moved */
   void (*on_free)(nexar_request *r);
+  atomic_int waiting; /* a thread sleeps in wait_driving */
+  pthread_t waiter;
 };
 
 /* Allocates a pending request (owned by the application until waited). */

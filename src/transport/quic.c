@@ -44,6 +44,7 @@ struct nx_qconn {
   nx_txmsg **resets;
   size_t nresets, capresets;
   nx_txmsg *act_head, *act_tail; /* opened messages with bytes to send */
+  char proto_err[160];           /* why we refused the peer's bytes */
   uint8_t *txbuf;
 };
 
@@ -143,8 +144,9 @@ static int cb_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t sid, u
   uint64_t credit = 0;
   int rc = nx_rx_stream_data(qc->ep, rs, data, len, fin, &credit);
   if (rc) {
-    NX_WARN("protocol error from rank %u on stream %lld: %s", qc->peer ? qc->peer->rank : 0,
-            (long long)sid, nexar_last_error());
+    snprintf(qc->proto_err, sizeof qc->proto_err, "%s", nexar_last_error());
+    NX_WARN("closing the connection to rank %u: stream %lld: %s", qc->peer ? qc->peer->rank : 0,
+            (long long)sid, qc->proto_err);
     return NGTCP2_ERR_CALLBACK_FAILURE;
   }
   if (credit) ngtcp2_conn_extend_max_stream_offset(conn, sid, credit);
@@ -197,21 +199,26 @@ static int verify_peer(gnutls_session_t s) {
   nx_ep *ep = qc->ep;
   uint32_t rank;
   if (nx_tls_peer_rank(s, ep->cluster_id, &rank) != 0) {
-    NX_WARN("mesh handshake: refused a certificate: %s", nexar_last_error());
+    snprintf(ep->auth_why, sizeof ep->auth_why, "refused a certificate: %s", nexar_last_error());
+    NX_WARN("mesh handshake: %s", ep->auth_why);
     return -1;
   }
   if (!qc->is_server) {
     if (rank != qc->expect_rank) {
-      NX_WARN("mesh handshake: expected rank %u at %s, certificate names rank %u",
-              qc->expect_rank, ep->peers[qc->expect_rank].addrstr, rank);
+      snprintf(ep->auth_why, sizeof ep->auth_why,
+               "expected rank %u at %s, its certificate names rank %u", qc->expect_rank,
+               ep->peers[qc->expect_rank].addrstr, rank);
+      NX_WARN("mesh handshake: %s", ep->auth_why);
       return -1;
     }
     return 0;
   }
   /* Lower ranks dial higher ones, so a client must have a lower rank. */
   if (rank >= ep->rank || rank >= ep->world) {
-    NX_WARN("mesh handshake: a client claims rank %u, which must not dial rank %u", rank,
-            ep->rank);
+    snprintf(ep->auth_why, sizeof ep->auth_why,
+             "a client presents rank %u's certificate, but only lower ranks dial rank %u", rank,
+             ep->rank);
+    NX_WARN("mesh handshake: %s", ep->auth_why);
     return -1;
   }
   nx_peer *p = &ep->peers[rank];
@@ -422,11 +429,9 @@ static nx_qconn *accept_conn(nx_ep *ep, const struct sockaddr *from, socklen_t f
   return qc;
 }
 
-static void conn_failed(nx_ep *ep, nx_qconn *qc, const char *why) {
+static void conn_failed(nx_ep *ep, nx_qconn *qc, int code, const char *why) {
   qc->dead = 1;
-  if (qc->peer && qc->peer->qc == qc) {
-    nx_peer_dead_locked(ep, qc->peer, why);
-  }
+  if (qc->peer && qc->peer->qc == qc) nx_peer_dead_locked(ep, qc->peer, code, why);
 }
 
 void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen, uint8_t *pkt,
@@ -448,11 +453,17 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
     qc->peer->last_heard_ns = nx_now_ns();
   }
   if (rv != 0) {
-    char why[160];
+    char why[200];
+    int code = NEXAR_ERR_PEER_LOST;
     if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_CLOSING) {
       snprintf(why, sizeof why, "it closed the connection");
+    } else if (rv == NGTCP2_ERR_CALLBACK_FAILURE && qc->proto_err[0]) {
+      code = NEXAR_ERR_PROTOCOL; /* it sent bytes we refused: closed with a reason */
+      snprintf(why, sizeof why, "protocol violation: %s", qc->proto_err);
     } else if (rv == NGTCP2_ERR_CRYPTO || rv == NGTCP2_ERR_CALLBACK_FAILURE) {
-      snprintf(why, sizeof why, "handshake or protocol failure (%s)", ngtcp2_strerror(rv));
+      snprintf(why, sizeof why, "handshake failed: %s",
+               ep->auth_why[0] ? ep->auth_why : ngtcp2_strerror(rv));
+      if (qc->peer && qc->peer->state != NX_PEER_UP) code = NEXAR_ERR_AUTH;
     } else {
       snprintf(why, sizeof why, "QUIC error: %s", ngtcp2_strerror(rv));
     }
@@ -474,7 +485,7 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
         nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, qc->txbuf, &l, 1);
       }
     }
-    conn_failed(ep, qc, why);
+    conn_failed(ep, qc, code, why);
     return;
   }
   memcpy(&qc->remote, from, fromlen);
@@ -657,7 +668,12 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
       }
       continue;
     }
-    if (nw == 0) break; /* congestion, pacing or nothing left */
+    if (nw == 0) { /* congestion, pacing or nothing left */
+      if (m || fin_i < qc->nfins)
+        NX_TRACE("conn_write: blocked with data pending (expiry in %lld us)",
+                 (long long)(ngtcp2_conn_get_expiry(qc->conn) - now) / 1000);
+      break;
+    }
     size_t at = off;
     if (npk > 0 && (size_t)nw > lens[0]) { /* GSO: segments must not grow */
       flush(qc, lens, &npk, &off);
@@ -702,7 +718,7 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
     if (exp <= now) {
       int rv = ngtcp2_conn_handle_expiry(qc->conn, now);
       if (rv) {
-        conn_failed(ep, qc,
+        conn_failed(ep, qc, NEXAR_ERR_PEER_LOST,
                     rv == NGTCP2_ERR_IDLE_CLOSE ? "idle timeout" : "handshake or timer failure");
         if (!qc->peer || qc->peer->qc != qc) nx_qconn_free(ep, qc);
         qc = nxt;
@@ -710,7 +726,7 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
       }
     }
     int rv = conn_write(qc, now);
-    if (rv) conn_failed(ep, qc, ngtcp2_strerror(rv));
+    if (rv) conn_failed(ep, qc, NEXAR_ERR_PEER_LOST, ngtcp2_strerror(rv));
     exp = ngtcp2_conn_get_expiry(qc->conn);
     if (exp < next) next = exp;
     qc = nxt;

@@ -227,6 +227,8 @@ void nx_udp_close(nx_udp *u) {
   u->fd = -1;
   imp_free(u->imp);
   u->imp = NULL;
+  free(u->rxbuf);
+  u->rxbuf = NULL;
 }
 
 int nx_udp_send(nx_udp *u, const struct sockaddr *to, socklen_t tolen, const uint8_t *buf,
@@ -290,11 +292,11 @@ int nx_udp_send(nx_udp *u, const struct sockaddr *to, socklen_t tolen, const uin
 }
 
 int nx_udp_recv(nx_udp *u, nx_udp_rx_fn fn, void *ud) {
-  static _Thread_local uint8_t *bufs;
-  if (!bufs) {
-    bufs = malloc((size_t)NX_RX_BATCH * NX_RX_BUF);
-    if (!bufs) return 0;
+  if (!u->rxbuf) { /* one buffer per socket: callers hold the endpoint lock */
+    u->rxbuf = malloc((size_t)NX_RX_BATCH * NX_RX_BUF);
+    if (!u->rxbuf) return 0;
   }
+  uint8_t *bufs = u->rxbuf;
   struct mmsghdr msgs[NX_RX_BATCH];
   struct iovec iovs[NX_RX_BATCH];
   struct sockaddr_storage from[NX_RX_BATCH];

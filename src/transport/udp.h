@@ -19,6 +19,7 @@ typedef struct nx_udp {
   socklen_t locallen;
   nx_impair *imp; /* NULL unless NEXAR_TEST_IMPAIR is set */
   uint64_t tx_packets, rx_packets, imp_dropped;
+  uint8_t *rxbuf;
 } nx_udp;
 
 typedef void (*nx_udp_rx_fn)(void *ud, const struct sockaddr *from, socklen_t fromlen,

@@ -9,6 +9,7 @@
  *   barrier   1000 barriers in a row
  *   split     children with reversed keys running every op, NEXAR_COLOR_NONE
  *   errors    invalid arguments and mismatched collectives, then recovery
+ *   bitident  inexact float allreduce: the same bits on every rank, every algorithm
  *   large4    2,097,153 f32 at 4 ranks
  *   large8    10,000,000 f32 at 8 ranks */
 #include "coll_test.h"
@@ -46,12 +47,14 @@ static void check_allreduce_like(tctx *t, nexar_client *c, const opcase *k, int 
     size_t a = count / 3, b = count / 3, cc = count - a - b;
     char *p[3] = {t_xmalloc(a * es), t_xmalloc(b * es), t_xmalloc(cc * es)};
     nexar_bucket bk[3] = {{p[0], a}, {p[1], b}, {p[2], cc}};
-    for (int i = 0; i < 3; i++) memcpy(p[i], buf + (i ? (i == 1 ? a : a + b) : 0) * es, bk[i].count * es);
+    for (int i = 0; i < 3; i++)
+      memcpy(p[i], buf + (i ? (i == 1 ? a : a + b) : 0) * es, bk[i].count * es);
     T_RC(t, nexar_all_reduce_bucketed(c, bk, 3, k->dt, k->op));
     T_BUF(t, "bucketed[0]", p[0], exp, a, k->dt);
     T_BUF(t, "bucketed[1]", p[1], exp + a * es, b, k->dt);
     T_BUF(t, "bucketed[2]", p[2], exp + (a + b) * es, cc, k->dt);
-    for (int i = 0; i < 3; i++) free(p[i]);
+    for (int i = 0; i < 3; i++)
+      free(p[i]);
   }
   free(buf);
   free(exp);
@@ -60,7 +63,8 @@ static void check_allreduce_like(tctx *t, nexar_client *c, const opcase *k, int 
 static void check_reduce_scatter(tctx *t, nexar_client *c, const opcase *k, int inplace) {
   uint32_t n = nexar_world_size(c), r = nexar_rank(c);
   size_t count = k->count, es = nexar_dtype_size(k->dt);
-  char *send = t_xmalloc(count * es * n), *recv = t_xmalloc(count * es), *exp = t_xmalloc(count * es);
+  char *send = t_xmalloc(count * es * n), *recv = t_xmalloc(count * es),
+       *exp = t_xmalloc(count * es);
   t_fill(send, count * n, k->dt, k->op, r, 0, k->salt);
   t_fold(exp, count, k->dt, k->op, 0, n, (size_t)r * count, k->salt);
   char *out = inplace ? send + (size_t)r * count * es : recv;
@@ -100,7 +104,8 @@ static void check_bcast(tctx *t, nexar_client *c, const opcase *k, uint32_t root
 
 static void expect_blocks(char *exp, const opcase *k, uint32_t n, size_t count) {
   size_t es = nexar_dtype_size(k->dt);
-  for (uint32_t i = 0; i < n; i++) t_fill(exp + i * count * es, count, k->dt, k->op, i, 0, k->salt);
+  for (uint32_t i = 0; i < n; i++)
+    t_fill(exp + i * count * es, count, k->dt, k->op, i, 0, k->salt);
 }
 
 static void check_allgather(tctx *t, nexar_client *c, const opcase *k, int inplace) {
@@ -188,7 +193,8 @@ static void check_scan(tctx *t, nexar_client *c, const opcase *k, int exclusive)
 static void run_all_ops(tctx *t, nexar_client *c, const opcase *k) {
   uint32_t n = nexar_world_size(c);
   opcase x = *k;
-  for (int w = 0; w < 3; w++, x.salt++) check_allreduce_like(t, c, &x, w);
+  for (int w = 0; w < 3; w++, x.salt++)
+    check_allreduce_like(t, c, &x, w);
   check_reduce_scatter(t, c, &x, 0);
   check_reduce_scatter(t, c, &x, 1);
   uint32_t roots[2] = {0, n - 1};
@@ -220,8 +226,11 @@ static void basic_rank(tctx *t) {
   static const struct {
     nexar_dtype dt;
     nexar_op op;
-  } combos[] = {{NEXAR_I32, NEXAR_SUM}, {NEXAR_F32, NEXAR_SUM}, {NEXAR_F64, NEXAR_MAX},
-                {NEXAR_I64, NEXAR_PROD}, {NEXAR_U8, NEXAR_MIN}};
+  } combos[] = {{NEXAR_I32, NEXAR_SUM},
+                {NEXAR_F32, NEXAR_SUM},
+                {NEXAR_F64, NEXAR_MAX},
+                {NEXAR_I64, NEXAR_PROD},
+                {NEXAR_U8, NEXAR_MIN}};
   size_t counts[5];
   counts_for(t->n, counts);
   for (int ci = 0; ci < 5; ci++)
@@ -236,7 +245,8 @@ static const uint32_t worlds[] = {1, 2, 3, 4, 5, 7, 8, 9};
 #define NWORLDS (sizeof worlds / sizeof worlds[0])
 
 static void suite_basic(void) {
-  for (size_t i = 0; i < NWORLDS; i++) t_run_world(worlds[i], basic_rank, NULL);
+  for (size_t i = 0; i < NWORLDS; i++)
+    t_run_world(worlds[i], basic_rank, NULL);
 }
 
 /* -------------------------------------------------------------- forced */
@@ -266,7 +276,8 @@ static void suite_algos(void) {
     nx_algo_force_gather = pass % 2 ? NX_GS_DIRECT : NX_GS_BINOMIAL;
     nx_algo_force_scan = pass % 2 ? NX_SC_CHAIN : NX_SC_RECDBL;
     nx_algo_force_segment = pass >= 2 ? 28 : 0;
-    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) t_run_world(w[i], algos_rank, NULL);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+      t_run_world(w[i], algos_rank, NULL);
   }
   nx_algo_force_allreduce = nx_algo_force_broadcast = nx_algo_force_allgather = -1;
   nx_algo_force_gather = nx_algo_force_scan = -1;
@@ -280,7 +291,8 @@ static void dtypes_rank(tctx *t) {
   for (int dt = NEXAR_F32; dt <= NEXAR_U64; dt++)
     for (int op = NEXAR_SUM; op <= NEXAR_MAX; op++, salt++) {
       opcase k = {37, (nexar_dtype)dt, (nexar_op)op, salt};
-      for (int w = 0; w < 3; w++) check_allreduce_like(t, t->c, &k, w);
+      for (int w = 0; w < 3; w++)
+        check_allreduce_like(t, t->c, &k, w);
       check_reduce_scatter(t, t->c, &k, 0);
       check_reduce(t, t->c, &k, t->n - 1);
       check_scan(t, t->c, &k, 0);
@@ -312,11 +324,15 @@ static void nb_rank(tctx *t) {
     nexar_op op = NEXAR_SUM;
     char *ar = t_xmalloc(count * es), *ar_e = t_xmalloc(count * es);
     char *bc = t_xmalloc(count * es), *bc_e = t_xmalloc(count * es);
-    char *ags = t_xmalloc(count * es), *agr = t_xmalloc(count * es * n), *ag_e = t_xmalloc(count * es * n);
-    char *rss = t_xmalloc(count * es * n), *rsr = t_xmalloc(count * es), *rs_e = t_xmalloc(count * es);
+    char *ags = t_xmalloc(count * es), *agr = t_xmalloc(count * es * n),
+         *ag_e = t_xmalloc(count * es * n);
+    char *rss = t_xmalloc(count * es * n), *rsr = t_xmalloc(count * es),
+         *rs_e = t_xmalloc(count * es);
     char *sc = t_xmalloc(count * es), *sc_e = t_xmalloc(count * es);
-    char *a2s = t_xmalloc(count * es * n), *a2r = t_xmalloc(count * es * n), *a2_e = t_xmalloc(count * es * n);
-    char *b1 = t_xmalloc(count * es), *b2 = t_xmalloc(count * es), *bk_e = t_xmalloc(count * es * 2);
+    char *a2s = t_xmalloc(count * es * n), *a2r = t_xmalloc(count * es * n),
+         *a2_e = t_xmalloc(count * es * n);
+    char *b1 = t_xmalloc(count * es), *b2 = t_xmalloc(count * es),
+         *bk_e = t_xmalloc(count * es * 2);
     int s = it * 10;
     t_fill(ar, count, dt, op, r, 0, s);
     t_fold(ar_e, count, dt, op, 0, n, 0, s);
@@ -324,7 +340,8 @@ static void nb_rank(tctx *t) {
     t_fill(bc, count, dt, op, r, 0, s + 1);
     t_fill(bc_e, count, dt, op, root, 0, s + 1);
     t_fill(ags, count, dt, op, r, 0, s + 2);
-    for (uint32_t i = 0; i < n; i++) t_fill(ag_e + i * count * es, count, dt, op, i, 0, s + 2);
+    for (uint32_t i = 0; i < n; i++)
+      t_fill(ag_e + i * count * es, count, dt, op, i, 0, s + 2);
     t_fill(rss, count * n, dt, op, r, 0, s + 3);
     t_fold(rs_e, count, dt, op, 0, n, (size_t)r * count, s + 3);
     t_fill(sc, count, dt, op, r, 0, s + 4);
@@ -353,7 +370,8 @@ static void nb_rank(tctx *t) {
       }
     }
     T_RC(t, nexar_wait_all(q, 8));
-    for (int i = 0; i < 8; i++) T_CHECK(t, q[i] == NULL, "wait_all left reqs[%d]", i);
+    for (int i = 0; i < 8; i++)
+      T_CHECK(t, q[i] == NULL, "wait_all left reqs[%d]", i);
     T_BUF(t, "all_reduce_nb", ar, ar_e, count, dt);
     T_BUF(t, "broadcast_nb", bc, bc_e, count, dt);
     T_BUF(t, "all_gather_nb", agr, ag_e, count * n, dt);
@@ -362,8 +380,10 @@ static void nb_rank(tctx *t) {
     T_BUF(t, "all_to_all_nb", a2r, a2_e, count * n, dt);
     T_BUF(t, "bucketed_nb[0]", b1, bk_e, count, dt);
     T_BUF(t, "bucketed_nb[1]", b2, bk_e + count * es, count, dt);
-    char *ptrs[] = {ar, ar_e, bc, bc_e, ags, agr, ag_e, rss, rsr, rs_e, sc, sc_e, a2s, a2r, a2_e, b1, b2, bk_e};
-    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++) free(ptrs[i]);
+    char *ptrs[] = {ar,   ar_e, bc,   bc_e, ags, agr,  ag_e, rss, rsr,
+                    rs_e, sc,   sc_e, a2s,  a2r, a2_e, b1,   b2,  bk_e};
+    for (size_t i = 0; i < sizeof ptrs / sizeof ptrs[0]; i++)
+      free(ptrs[i]);
   }
   /* The other _nb forms, waited one by one in reverse order. */
   size_t count = 101;
@@ -382,7 +402,8 @@ static void nb_rank(tctx *t) {
   float *sc_send = r == 1 % n ? t_xmalloc(count * 4 * n) : NULL;
   if (sc_send) t_fill(sc_send, count * n, NEXAR_F32, NEXAR_PROD, r, 0, 6);
   T_RC(t, nexar_scatter_nb(c, sc_send, g, count, NEXAR_F32, 1 % n, &q[4]));
-  for (int i = 4; i >= 0; i--) T_RC(t, nexar_wait(q[i]));
+  for (int i = 4; i >= 0; i--)
+    T_RC(t, nexar_wait(q[i]));
   float *exp = t_xmalloc(count * 4 * n);
   if (r == n - 1) {
     t_fold(exp, count, NEXAR_F32, NEXAR_MAX, 0, n, 0, 1);
@@ -398,7 +419,8 @@ static void nb_rank(tctx *t) {
   t_fill(exp, count, NEXAR_F32, NEXAR_PROD, 1 % n, (size_t)r * count, 6);
   T_BUF(t, "scatter_nb", g, exp, count, NEXAR_F32);
   if (r == 0) {
-    for (uint32_t i = 0; i < n; i++) t_fill(exp + i * count, count, NEXAR_F32, NEXAR_SUM, i, 0, 5);
+    for (uint32_t i = 0; i < n; i++)
+      t_fill(exp + i * count, count, NEXAR_F32, NEXAR_SUM, i, 0, 5);
     T_BUF(t, "gather_nb", e, exp, count * n, NEXAR_F32);
   }
   free(a);
@@ -420,7 +442,8 @@ static void suite_nb(void) {
 /* -------------------------------------------------------------- barrier */
 
 static void barrier_rank(tctx *t) {
-  for (int i = 0; i < 1000; i++) T_RC(t, nexar_barrier(t->c));
+  for (int i = 0; i < 1000; i++)
+    T_RC(t, nexar_barrier(t->c));
 }
 
 static void suite_barrier(void) {
@@ -453,8 +476,8 @@ static void split_rank(tctx *t) {
       size++;
       if (i > r) pos++;
     }
-  T_CHECK(t, nexar_world_size(child) == size, "child size %u, expected %u",
-          nexar_world_size(child), size);
+  T_CHECK(t, nexar_world_size(child) == size, "child size %u, expected %u", nexar_world_size(child),
+          size);
   T_CHECK(t, nexar_rank(child) == pos, "child rank %u, expected %u", nexar_rank(child), pos);
   uint64_t id = nexar_comm_id(child);
   T_CHECK(t, id != 0 && id != nexar_comm_id(t->c), "child comm id %llu", (unsigned long long)id);
@@ -529,18 +552,19 @@ static void errors_rank(tctx *t) {
           "allgather overlap");
   T_CHECK(t, nexar_all_to_all(c, big, big, 4, NEXAR_F32) == NEXAR_ERR_INVALID_ARGUMENT,
           "alltoall in place");
-  T_CHECK(t, nexar_reduce_scatter(c, big, big + 1, 4, NEXAR_F32, NEXAR_SUM) ==
-                 NEXAR_ERR_INVALID_ARGUMENT,
+  T_CHECK(t,
+          nexar_reduce_scatter(c, big, big + 1, 4, NEXAR_F32, NEXAR_SUM) ==
+              NEXAR_ERR_INVALID_ARGUMENT,
           "reduce_scatter overlap");
   T_CHECK(t, nexar_all_gather(c, big, big, SIZE_MAX / 2, NEXAR_F32) == NEXAR_ERR_INVALID_ARGUMENT,
           "overflow");
   nexar_bucket bk[2] = {{big, 8}, {big + 4, 8}};
-  T_CHECK(t, nexar_all_reduce_bucketed(c, bk, 2, NEXAR_F32, NEXAR_SUM) ==
-                 NEXAR_ERR_INVALID_ARGUMENT,
+  T_CHECK(t,
+          nexar_all_reduce_bucketed(c, bk, 2, NEXAR_F32, NEXAR_SUM) == NEXAR_ERR_INVALID_ARGUMENT,
           "buckets overlap");
-  T_CHECK(t, nexar_all_reduce_nb(c, NULL, 3, NEXAR_F32, NEXAR_SUM, &q) ==
-                     NEXAR_ERR_INVALID_ARGUMENT &&
-                 q == NULL,
+  T_CHECK(t,
+          nexar_all_reduce_nb(c, NULL, 3, NEXAR_F32, NEXAR_SUM, &q) == NEXAR_ERR_INVALID_ARGUMENT &&
+              q == NULL,
           "_nb rejected must set *req = NULL");
   T_CHECK(t, nexar_split(c, 0, 0, NULL) == NEXAR_ERR_INVALID_ARGUMENT, "split out NULL");
   T_CHECK(t, nexar_all_reduce(NULL, buf, 1, NEXAR_F32, NEXAR_SUM) == NEXAR_ERR_INVALID_ARGUMENT,
@@ -571,21 +595,24 @@ static void errors_rank(tctx *t) {
   T_CHECK(t, now_s() - t0 < t_timeout_ms / 1000.0, "mismatch took %.1f s", now_s() - t0);
   expect_ok_after(t);
 
-  /* Different ops (sum vs max), large enough for the ring. */
+  /* Different ops (sum vs max). */
   rc = nexar_all_reduce(c, big, 64 * 8, NEXAR_F32, r == 0 ? NEXAR_MAX : NEXAR_SUM);
   T_CHECK(t, rc == NEXAR_ERR_MISMATCH, "sum vs max: rc %d (%s)", rc, nexar_last_error());
   expect_ok_after(t);
 
-  /* Mismatched _nb: reported by the wait. */
+  /* Mismatched _nb: reported by the wait. (Both need data from every
+   * rank; a rank that only sends, like a broadcast root, may finish before
+   * any peer could object.) */
   nexar_request *q2 = NULL;
   if (r == n - 1)
     rc = nexar_barrier_nb(c, &q2);
   else
-    rc = nexar_scan_nb(c, buf, 5, NEXAR_I32, NEXAR_SUM, &q2);
+    rc = nexar_all_reduce_nb(c, buf, 5, NEXAR_I32, NEXAR_SUM, &q2);
   T_CHECK(t, rc == 0 && q2, "_nb start");
   if (q2) {
     rc = nexar_wait(q2);
-    T_CHECK(t, rc == NEXAR_ERR_MISMATCH, "barrier vs scan: rc %d (%s)", rc, nexar_last_error());
+    T_CHECK(t, rc == NEXAR_ERR_MISMATCH, "barrier vs all_reduce: rc %d (%s)", rc,
+            nexar_last_error());
   }
   expect_ok_after(t);
 }
@@ -593,6 +620,65 @@ static void errors_rank(tctx *t) {
 static void suite_errors(void) {
   t_run_world(4, errors_rank, NULL);
   t_run_world(3, errors_rank, NULL);
+}
+
+/* ------------------------------------------------------------- bitident */
+
+#define BI_MAX 1009
+
+typedef struct bi_shared {
+  unsigned char res[16][BI_MAX * 8];
+} bi_shared;
+
+/* Every rank publishes its result, then compares it with rank 0's. */
+static void bi_compare(tctx *t, bi_shared *sh, const void *buf, size_t bytes, const char *what,
+                       nexar_dtype dt, nexar_op op) {
+  memcpy(sh->res[t->rank], buf, bytes);
+  T_RC(t, nexar_barrier(t->c));
+  if (memcmp(sh->res[t->rank], sh->res[0], bytes))
+    t_fail(t, __LINE__, "%s %s/%s: result differs from rank 0's", what, nexar_dtype_name(dt),
+           nexar_op_name(op));
+  T_RC(t, nexar_barrier(t->c));
+}
+
+static void bitident_rank(tctx *t) {
+  bi_shared *sh = t->arg;
+  static const nexar_dtype dts[] = {NEXAR_F32, NEXAR_F64, NEXAR_F16, NEXAR_BF16};
+  static const size_t counts[] = {1, 13, BI_MAX};
+  unsigned char buf[BI_MAX * 8];
+  int salt = 0;
+  for (size_t d = 0; d < 4; d++)
+    for (int op = NEXAR_SUM; op <= NEXAR_PROD; op++)
+      for (size_t ci = 0; ci < 3; ci++, salt++) {
+        nexar_dtype dt = dts[d];
+        size_t count = counts[ci], bytes = count * nexar_dtype_size(dt);
+        t_fill_inexact(buf, count, dt, (nexar_op)op, t->rank, salt);
+        T_RC(t, nexar_all_reduce(t->c, buf, count, dt, (nexar_op)op));
+        bi_compare(t, sh, buf, bytes, "all_reduce", dt, (nexar_op)op);
+        t_fill_inexact(buf, count, dt, (nexar_op)op, t->rank, salt);
+        T_RC(t, nexar_all_reduce_rs_ag(t->c, buf, count, dt, (nexar_op)op));
+        bi_compare(t, sh, buf, bytes, "all_reduce_rs_ag", dt, (nexar_op)op);
+        t_fill_inexact(buf, count, dt, (nexar_op)op, t->rank, salt);
+        nexar_bucket bk[2] = {{buf, count / 2},
+                              {buf + (count / 2) * nexar_dtype_size(dt), count - count / 2}};
+        T_RC(t, nexar_all_reduce_bucketed(t->c, bk, 2, dt, (nexar_op)op));
+        bi_compare(t, sh, buf, bytes, "all_reduce_bucketed", dt, (nexar_op)op);
+      }
+}
+
+static void suite_bitident(void) {
+  static const int ar[] = {-1, NX_AR_RECDBL, NX_AR_HALVDBL, NX_AR_RING, NX_AR_RING_PIPE};
+  static const uint32_t w[] = {2, 3, 5, 8, 9};
+  bi_shared *sh = t_xmalloc(sizeof *sh);
+  for (int pass = 0; pass < 5; pass++) {
+    nx_algo_force_allreduce = ar[pass];
+    nx_algo_force_segment = ar[pass] == NX_AR_RING_PIPE ? 28 : 0;
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+      t_run_world(w[i], bitident_rank, sh);
+  }
+  nx_algo_force_allreduce = -1;
+  nx_algo_force_segment = 0;
+  free(sh);
 }
 
 /* ---------------------------------------------------------------- large */
@@ -652,6 +738,8 @@ int main(int argc, char **argv) {
     suite_split();
   else if (!strcmp(s, "errors"))
     suite_errors();
+  else if (!strcmp(s, "bitident"))
+    suite_bitident();
   else if (!strcmp(s, "large4"))
     suite_large(4, 2097153);
   else if (!strcmp(s, "large8"))

@@ -39,6 +39,9 @@ void *t_xmalloc(size_t n);
 /* Input element i of `rank` (exact in every dtype, see coll_util.c). */
 void t_fill(void *buf, size_t count, nexar_dtype dt, nexar_op op, uint32_t rank, size_t idx0,
             int salt);
+/* Float inputs whose sums and products round (floats only): for checking
+ * that every rank gets the same bits. */
+void t_fill_inexact(void *buf, size_t count, nexar_dtype dt, nexar_op op, uint32_t rank, int salt);
 /* exp[i] = in(lo, idx0+i) op ... op in(hi-1, idx0+i), ranks in order. */
 void t_fold(void *exp, size_t count, nexar_dtype dt, nexar_op op, uint32_t lo, uint32_t hi,
             size_t idx0, int salt);
@@ -47,6 +50,7 @@ void t_identity(void *buf, size_t count, nexar_dtype dt, nexar_op op);
 /* Bitwise comparison; reports the first differing element. */
 int t_check_buf(const tctx *t, int line, const char *what, const void *got, const void *exp,
                 size_t count, nexar_dtype dt);
-#define T_BUF(t, what, got, exp, count, dt) t_check_buf((t), __LINE__, (what), (got), (exp), (count), (dt))
+#define T_BUF(t, what, got, exp, count, dt)                                                        \
+  t_check_buf((t), __LINE__, (what), (got), (exp), (count), (dt))
 
 #endif

@@ -83,8 +83,10 @@ void t_run_world(uint32_t n, rank_fn fn, void *arg) {
               nexar_world_size(cl[i]));
     if (pthread_create(&th[i], NULL, rank_main, &a[i])) t_fatal(NULL, __LINE__, "pthread_create");
   }
-  for (uint32_t i = 0; i < n; i++) pthread_join(th[i], NULL);
-  for (uint32_t i = 0; i < n; i++) nexar_client_del(cl[i]);
+  for (uint32_t i = 0; i < n; i++)
+    pthread_join(th[i], NULL);
+  for (uint32_t i = 0; i < n; i++)
+    nexar_client_del(cl[i]);
   free(th);
   free(a);
   free(cl);
@@ -178,9 +180,22 @@ static void put_v(void *buf, size_t i, nexar_dtype dt, double v) {
     put_u(buf, i, dt, (uint64_t)(int64_t)v);
 }
 
+void t_fill_inexact(void *buf, size_t count, nexar_dtype dt, nexar_op op, uint32_t rank, int salt) {
+  for (size_t i = 0; i < count; i++) {
+    uint64_t h = ((uint64_t)rank * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)i * 0xc2b2ae3d27d4eb4full) ^
+                 ((uint64_t)salt * 0x165667b19e3779f9ull);
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    double u = (double)(h % 2000001) / 1000000.0 - 1.0; /* [-1, 1] */
+    put_f(buf, i, dt, op == NEXAR_PROD ? 1.0 + u / 7.0 : u * 1000.0 / 3.0);
+  }
+}
+
 void t_fill(void *buf, size_t count, nexar_dtype dt, nexar_op op, uint32_t rank, size_t idx0,
             int salt) {
-  for (size_t i = 0; i < count; i++) put_v(buf, i, dt, gen(dt, op, rank, idx0 + i, salt));
+  for (size_t i = 0; i < count; i++)
+    put_v(buf, i, dt, gen(dt, op, rank, idx0 + i, salt));
 }
 
 static void combine(void *acc, size_t i, nexar_dtype dt, nexar_op op, double xv) {
@@ -228,7 +243,8 @@ void t_fold(void *exp, size_t count, nexar_dtype dt, nexar_op op, uint32_t lo, u
             size_t idx0, int salt) {
   t_fill(exp, count, dt, op, lo, idx0, salt);
   for (uint32_t r = lo + 1; r < hi; r++)
-    for (size_t i = 0; i < count; i++) combine(exp, i, dt, op, gen(dt, op, r, idx0 + i, salt));
+    for (size_t i = 0; i < count; i++)
+      combine(exp, i, dt, op, gen(dt, op, r, idx0 + i, salt));
 }
 
 void t_identity(void *buf, size_t count, nexar_dtype dt, nexar_op op) {
@@ -263,7 +279,8 @@ int t_check_buf(const tctx *t, int line, const char *what, const void *got, cons
   size_t es = nexar_dtype_size(dt);
   if (count == 0 || memcmp(got, exp, count * es) == 0) return 1;
   size_t i = 0;
-  while (memcmp((const char *)got + i * es, (const char *)exp + i * es, es) == 0) i++;
+  while (memcmp((const char *)got + i * es, (const char *)exp + i * es, es) == 0)
+    i++;
   size_t bad = 0;
   for (size_t k = i; k < count; k++)
     bad += memcmp((const char *)got + k * es, (const char *)exp + k * es, es) != 0;

@@ -76,9 +76,10 @@ step "nexar-run: all ranks succeed"
 expect_rc 0 20 "$RUN" -n 3 -- sh -c 'exit 0'
 
 step "nexar-run: environment of the ranks"
-timeout 20 "$RUN" -n 3 -- sh -c \
-  'echo "$NEXAR_RANK $NEXAR_LOCAL_RANK $NEXAR_WORLD_SIZE ${NEXAR_SEED_ADDR:+addr} ${NEXAR_CLUSTER_TOKEN:+tok}"' \
-  >"$TMP/env.out" 2>"$TMP/env.err" || fail "nexar-run exited $?"
+SHOW_ENV='echo "$NEXAR_RANK $NEXAR_LOCAL_RANK $NEXAR_WORLD_SIZE'
+SHOW_ENV+=' ${NEXAR_SEED_ADDR:+addr} ${NEXAR_CLUSTER_TOKEN:+tok}"'
+timeout 20 "$RUN" -n 3 -- sh -c "$SHOW_ENV" >"$TMP/env.out" 2>"$TMP/env.err" ||
+  fail "nexar-run exited $?"
 [ "$(sort "$TMP/env.out" | tr '\n' ',')" = "0 0 3 addr tok,1 1 3 addr tok,2 2 3 addr tok," ] ||
   fail "unexpected environment: $(tr '\n' ',' <"$TMP/env.out")"
 
@@ -93,11 +94,13 @@ expect_rc 5 30 "$RUN" -n 2 -- sh -c 'if [ "$NEXAR_RANK" = 0 ]; then exit 5; else
 [ $(($(now_ms) - t0)) -lt 10000 ] || fail "took $(($(now_ms) - t0)) ms"
 
 step "nexar-run: a rank killed by a signal gives 128+signal"
-expect_rc 137 20 "$RUN" -n 2 -- sh -c 'if [ "$NEXAR_RANK" = 1 ]; then kill -9 $$; else sleep 100; fi'
+expect_rc 137 20 "$RUN" -n 2 -- \
+  sh -c 'if [ "$NEXAR_RANK" = 1 ]; then kill -9 $$; else sleep 100; fi'
 
 step "nexar-run: SIGKILL for a rank that ignores SIGTERM"
 t0=$(now_ms)
-expect_rc 7 30 "$RUN" -n 2 -- sh -c 'trap "" TERM; if [ "$NEXAR_RANK" = 0 ]; then exit 7; fi; sleep 100'
+expect_rc 7 30 "$RUN" -n 2 -- \
+  sh -c 'trap "" TERM; if [ "$NEXAR_RANK" = 0 ]; then exit 7; fi; sleep 100'
 [ $(($(now_ms) - t0)) -lt 10000 ] || fail "took $(($(now_ms) - t0)) ms"
 
 step "nexar-run: --timeout"
@@ -139,6 +142,12 @@ expect_rc 0 90 "$RUN" -n 3 -- "$EX/example_seed_worker"
 
 step "nexar-run: example_allreduce, 4 ranks"
 expect_rc 0 120 "$RUN" -n 4 -- "$EX/example_allreduce"
+
+for ex in send_recv rpc barrier broadcast allreduce; do
+  [ -x "$EX/example_$ex" ] || continue
+  step "example_$ex with its ranks as threads"
+  expect_rc 0 120 "$EX/example_$ex"
+done
 
 step "example_seed_worker as its own launcher"
 expect_rc 0 90 "$EX/example_seed_worker"

@@ -322,14 +322,24 @@ static uint64_t ref_elem(nexar_dtype dt, nexar_op op, uint64_t xb, uint64_t yb) 
   }
   case NEXAR_I64: {
     int64_t x = (int64_t)xb, y = (int64_t)yb;
+#ifdef __SIZEOF_INT128__ /* wide arithmetic, truncated: independent of the library's */
     if (op == NEXAR_SUM) return (uint64_t)((__int128)x + y);
     if (op == NEXAR_PROD) return (uint64_t)((__int128)x * y);
+#else
+    if (op == NEXAR_SUM) return xb + yb;
+    if (op == NEXAR_PROD) return xb * yb;
+#endif
     return (uint64_t)(op == NEXAR_MIN ? (x < y ? x : y) : (x > y ? x : y));
   }
   case NEXAR_U64: {
     uint64_t x = xb, y = yb;
+#ifdef __SIZEOF_INT128__
     if (op == NEXAR_SUM) return (uint64_t)((unsigned __int128)x + y);
     if (op == NEXAR_PROD) return (uint64_t)((unsigned __int128)x * y);
+#else
+    if (op == NEXAR_SUM) return x + y;
+    if (op == NEXAR_PROD) return x * y;
+#endif
     return op == NEXAR_MIN ? (x < y ? x : y) : (x > y ? x : y);
   }
   }

@@ -1,0 +1,19 @@
+# Collective tests (included from tests/CMakeLists.txt). Every suite of the
+# property test is its own ctest test, so they run in parallel and time out
+# alone. Ranks are threads over nexar_bootstrap_local.
+set(NX_COLL_DIR ${CMAKE_CURRENT_LIST_DIR})
+
+add_executable(coll_algo_test ${NX_COLL_DIR}/coll_algo_test.c)
+target_link_libraries(coll_algo_test PRIVATE nexar_internal)
+add_test(NAME collective.algo COMMAND coll_algo_test)
+set_tests_properties(collective.algo PROPERTIES TIMEOUT 30 LABELS "unit;collective")
+
+add_executable(coll_prop_test ${NX_COLL_DIR}/coll_prop_test.c ${NX_COLL_DIR}/coll_util.c)
+target_include_directories(coll_prop_test PRIVATE ${NX_COLL_DIR})
+target_link_libraries(coll_prop_test PRIVATE nexar_internal)
+foreach(suite basic algos dtypes nb barrier split errors bitident large4)
+  add_test(NAME collective.${suite} COMMAND coll_prop_test ${suite})
+  set_tests_properties(collective.${suite} PROPERTIES TIMEOUT 120 LABELS "collective")
+endforeach()
+add_test(NAME collective.large8 COMMAND coll_prop_test large8)
+set_tests_properties(collective.large8 PROPERTIES TIMEOUT 600 LABELS "large")

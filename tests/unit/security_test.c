@@ -1,0 +1,188 @@
+/* Refusals: a wrong-token joiner, a member presenting another rank's (or a
+ * foreign CA's) certificate, and malformed frames from an authenticated peer.
+ * Uses internal APIs to build the impostors. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cluster/mesh.h"
+#include "runtime/comm.h"
+#include "transport/pki.h"
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, " (last error: %s)\n", nexar_last_error());                                  \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static nexar_config base_cfg(const char *token, uint32_t connect_ms) {
+  nexar_config c;
+  nexar_config_default(&c);
+  c.cluster_token = token;
+  c.connect_timeout_ms = connect_ms;
+  c.collective_timeout_ms = 5000;
+  return c;
+}
+
+typedef struct {
+  const char *seed;
+  nexar_config cfg;
+  nexar_client *c;
+  int rc;
+} joiner;
+
+static void *join_thread(void *a) {
+  joiner *j = a;
+  j->rc = nexar_join(&j->c, j->seed, &j->cfg);
+  return NULL;
+}
+
+/* A wrong-token joiner is refused with AUTH and does not disturb the others. */
+static void test_wrong_token(void) {
+  nexar_config cfg = base_cfg("right-token-0123456789abcdef", 10000);
+  nexar_seed *s;
+  CHECK(nexar_seed_new(&s, "127.0.0.1:0", 2, &cfg) == 0, "seed_new");
+  joiner bad = {.seed = nexar_seed_addr(s), .cfg = base_cfg("wrong-token-0123456789abcdef", 5000)};
+  pthread_t tb;
+  pthread_create(&tb, NULL, join_thread, &bad);
+  pthread_join(tb, NULL);
+  CHECK(bad.rc == NEXAR_ERR_AUTH, "wrong token gave %d, want AUTH", bad.rc);
+  CHECK(bad.c == NULL, "no client on failure");
+  joiner good[2];
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) {
+    good[i] = (joiner){.seed = nexar_seed_addr(s), .cfg = cfg};
+    pthread_create(&t[i], NULL, join_thread, &good[i]);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++) CHECK(good[i].rc == 0, "good joiner %d: %d", i, good[i].rc);
+  CHECK(nexar_seed_wait(s, 5000) == 0, "seed_wait");
+  uint32_t r0 = nexar_rank(good[0].c), r1 = nexar_rank(good[1].c);
+  CHECK(r0 != r1 && r0 < 2 && r1 < 2, "ranks %u %u", r0, r1);
+  char msg[8] = "ping";
+  CHECK(nexar_send(good[0].c, msg, 5, r1, 1) == 0, "send");
+  char in[8];
+  CHECK(nexar_recv(good[1].c, in, 5, r0, 1) == 0 && !strcmp(in, "ping"), "recv");
+  for (int i = 0; i < 2; i++) nexar_client_del(good[i].c);
+  nexar_seed_del(s);
+  /* a joiner without any token is refused before it connects */
+  nexar_config none = base_cfg(NULL, 1000);
+  nexar_client *c = NULL;
+  unsetenv("NEXAR_CLUSTER_TOKEN");
+  CHECK(nexar_join(&c, "127.0.0.1:1", &none) == NEXAR_ERR_INVALID_ARGUMENT, "no token");
+  printf("ok wrong token refused\n");
+}
+
+/* Two endpoints of one cluster where rank 1 holds a certificate that is not
+ * its own: the mesh must not form. */
+typedef struct {
+  nx_ep *ep;
+  uint32_t rank;
+  uint8_t *cid;
+  gnutls_certificate_credentials_t creds;
+  char (*addrs)[128];
+  nexar_client *out;
+  int rc;
+} former;
+
+static void *form_thread(void *a) {
+  former *f = a;
+  f->rc = nx_mesh_form(f->ep, f->rank, 2, f->cid, f->creds, f->addrs,
+                       nx_now_ns() + 3000000000ull, &f->out);
+  return NULL;
+}
+
+static gnutls_certificate_credentials_t creds_for(nx_ca *ca, uint32_t rank) {
+  nx_key *k;
+  uint8_t *csr, *cert, *ca_der;
+  size_t csr_len, cert_len, ca_len;
+  gnutls_certificate_credentials_t cr;
+  CHECK(nx_key_new(&k) == 0 && nx_csr_new(k, &csr, &csr_len) == 0, "key");
+  CHECK(nx_ca_sign(ca, csr, csr_len, rank, &cert, &cert_len) == 0, "sign");
+  CHECK(nx_ca_cert(ca, &ca_der, &ca_len) == 0, "ca cert");
+  CHECK(nx_tls_creds_new(&cr, k, cert, cert_len, ca_der, ca_len) == 0, "creds");
+  free(csr), free(cert), free(ca_der);
+  nx_key_del(k);
+  return cr;
+}
+
+static void impostor(int foreign_ca) {
+  uint8_t cid[16] = {1, 2, 3};
+  nx_ca *ca, *other;
+  CHECK(nx_ca_new(&ca, cid) == 0 && nx_ca_new(&other, cid) == 0, "ca");
+  nexar_config cfg = base_cfg("t", 3000);
+  former f[2] = {{0}};
+  char addrs[2][128];
+  for (uint32_t i = 0; i < 2; i++) {
+    CHECK(nx_mesh_bind(&f[i].ep, &cfg, "127.0.0.1") == 0, "bind");
+    snprintf(addrs[i], sizeof addrs[i], "127.0.0.1:%u", nx_ep_port(f[i].ep));
+    f[i].rank = i, f[i].cid = cid, f[i].addrs = addrs;
+  }
+  f[0].creds = creds_for(ca, 0);
+  /* rank 1 presents rank 0's identity, or a certificate of a foreign CA */
+  f[1].creds = foreign_ca ? creds_for(other, 1) : creds_for(ca, 0);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, form_thread, &f[i]);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  CHECK(f[0].rc == NEXAR_ERR_AUTH && f[1].rc != 0, "impostor: rank 0 got %d (want AUTH), rank 1 %d",
+        f[0].rc, f[1].rc);
+  CHECK(f[0].out == NULL && f[1].out == NULL, "no communicator");
+  for (int i = 0; i < 2; i++) nx_ep_unref(f[i].ep);
+  nx_ca_del(ca);
+  nx_ca_del(other);
+  printf("ok impostor (%s) refused: %s\n", foreign_ca ? "foreign CA" : "other rank's identity",
+         nexar_strerror(f[0].rc));
+}
+
+/* Sends a frame whose header bytes are patched after encoding. */
+static void send_corrupt(nexar_client *c, uint32_t dest, int what) {
+  nx_ep *ep = c->ep;
+  pthread_mutex_lock(&ep->mu);
+  ep->in_progress = 1; /* keep it queued until patched */
+  nx_frame f = {0};
+  f.kind = NX_KIND_P2P;
+  f.tag = 9;
+  char payload[16] = "0123456789abcde";
+  nexar_iovec v = {payload, sizeof payload};
+  nx_txmsg *m = NULL;
+  CHECK(nx_ep_send_locked(ep, c->members[dest], &f, &v, 1, NULL, &m) == 0 && m, "queue");
+  if (what == 0) m->hdr[0] ^= 0xff;                /* bad magic */
+  if (what == 1) m->hdr[16] ^= 0x01;               /* claims another source rank */
+  if (what == 2) memset(m->hdr + 48, 0xff, 8);     /* absurd payload length */
+  ep->in_progress = 0;
+  nx_ep_wake(ep);
+  pthread_mutex_unlock(&ep->mu);
+}
+
+static void test_malformed(int what) {
+  nexar_config cfg = base_cfg(NULL, 5000);
+  nexar_client *c[3];
+  CHECK(nexar_bootstrap_local(c, 3, &cfg) == 0, "bootstrap");
+  send_corrupt(c[0], 1, what);
+  char buf[16];
+  int rc = nexar_recv(c[1], buf, sizeof buf, 0, 9);
+  CHECK(rc == NEXAR_ERR_PROTOCOL, "recv after a malformed frame gave %d, want PROTOCOL", rc);
+  CHECK(strstr(nexar_last_error(), "rank 0") != NULL, "error names the peer: %s",
+        nexar_last_error());
+  size_t n = 0;
+  uint32_t dead[3];
+  CHECK(nexar_failed_ranks(c[1], dead, 3, &n) == 0 && n == 1 && dead[0] == 0, "failed ranks");
+  /* the other connections keep working */
+  CHECK(nexar_send(c[2], "x", 1, 1, 3) == 0 && nexar_recv(c[1], buf, 1, 2, 3) == 0, "rank 2");
+  for (int i = 0; i < 3; i++) nexar_client_del(c[i]);
+  printf("ok malformed frame %d closed the connection with PROTOCOL\n", what);
+}
+
+int main(void) {
+  test_wrong_token();
+  impostor(0);
+  impostor(1);
+  for (int w = 0; w < 3; w++) test_malformed(w);
+  printf("security_test: all passed\n");
+  return 0;
+}
