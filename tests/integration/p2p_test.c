@@ -396,6 +396,14 @@ static int t_iov(rank_ctx *x) {
   CHECK_OK(nexar_recv(c, buf, TOTAL, x->prev, T_IOV + 2));
   bad = first_bad(buf, TOTAL, 40, x->prev);
   CHECK(bad == TOTAL, "iov->contiguous data wrong at byte %zu", bad);
+  /* Empty regions anywhere in either layout. */
+  nexar_iovec siov3[4] = {{whole, 0}, {whole, 7}, {whole + 7, 0}, {whole + 7, TOTAL - 7}};
+  CHECK_OK(nexar_send_iov(c, siov3, 4, x->next, T_IOV + 3));
+  memset(buf, 0, sizeof buf);
+  nexar_iovec riov3[3] = {{buf, TOTAL - 1}, {buf, 0}, {buf + TOTAL - 1, 1}};
+  CHECK_OK(nexar_recv_iov(c, riov3, 3, x->prev, T_IOV + 3));
+  bad = first_bad(buf, TOTAL, 40, x->prev);
+  CHECK(bad == TOTAL, "iov with empty regions: data wrong at byte %zu", bad);
   return 0;
 }
 
@@ -469,6 +477,32 @@ static int t_probe(rank_ctx *x) {
       CHECK(v == 4242u + x->rank, "probed value %u", v);
     }
   }
+
+  /* probe_any picks the earliest-arrived message: rank 0 makes sure rank 1's message
+   * is there before rank 2 sends its own (rank 1 tells rank 2 to go through rank 0). */
+  if (x->n >= 3 && x->rank <= 2) {
+    uint32_t v = 0, go = 1;
+    if (x->rank == 1) {
+      v = 11;
+      CHECK_OK(nexar_send(c, &v, sizeof v, 0, T_PROBE + 2));
+    } else if (x->rank == 0) {
+      CHECK_OK(nexar_probe(c, 1, T_PROBE + 2, &len)); /* rank 1's message has arrived */
+      CHECK_OK(nexar_send(c, &go, sizeof go, 2, T_PROBE + 3));
+      CHECK_OK(nexar_probe(c, 2, T_PROBE + 2, &len)); /* and now rank 2's too */
+      for (uint32_t want = 1; want <= 2; want++) {
+        src = UINT32_MAX;
+        CHECK_OK(nexar_probe_any(c, T_PROBE + 2, &src, &len));
+        CHECK(src == want, "probe_any reported rank %u, expected rank %u (earliest arrived)", src,
+              want);
+        CHECK_OK(nexar_recv(c, &v, sizeof v, src, T_PROBE + 2));
+        CHECK(v == 10u + want, "from rank %u got %u", want, v);
+      }
+    } else {
+      CHECK_OK(nexar_recv(c, &go, sizeof go, 0, T_PROBE + 3));
+      v = 12;
+      CHECK_OK(nexar_send(c, &v, sizeof v, 0, T_PROBE + 2));
+    }
+  }
   return 0;
 }
 
@@ -539,6 +573,35 @@ static int t_nb(rank_ctx *x) {
   for (uint32_t i = 0; i < M; i++)
     CHECK(rv[i] == x->prev * 1000u + i, "wait_all receive %u got %u", i, rv[i]);
   CHECK_OK(nexar_wait_all(reqs, 0));
+
+  /* wait_all waits for every request, returns the lowest-index error and frees all;
+   * the message of a failed receive stays queued. */
+  {
+    uint64_t a = 0;
+    uint8_t small[3];
+    uint32_t ok1 = 0;
+    nexar_request *w[3] = {NULL, NULL, NULL};
+    CHECK_OK(nexar_recv_nb(c, &ok1, sizeof ok1, x->prev, T_NB + 1, &w[0]));
+    CHECK_OK(nexar_recv_nb(c, small, sizeof small, x->prev, T_NB + 2, &w[1]));
+    /* Tell prev that the receives are posted; send once next has posted its own. */
+    uint8_t token = 0;
+    CHECK_OK(nexar_send(c, &token, 1, x->prev, T_NB + 3));
+    CHECK_OK(nexar_recv(c, &token, 1, x->next, T_NB + 3));
+    uint32_t v1 = 31u + x->rank;
+    uint64_t v2 = 0xABCDEF00ull + x->rank;
+    CHECK_OK(nexar_send(c, &v1, sizeof v1, x->next, T_NB + 1));
+    CHECK_OK(nexar_send_nb(c, &v2, sizeof v2, x->next, T_NB + 2, &w[2]));
+    int rc = nexar_wait_all(w, 3);
+    CHECK(rc == NEXAR_ERR_SIZE_MISMATCH,
+          "wait_all with a 3-byte receive of an 8-byte message: %d (%s), expected "
+          "SIZE_MISMATCH",
+          rc, nexar_strerror(rc));
+    CHECK(w[0] == NULL && w[1] == NULL && w[2] == NULL, "wait_all left a request non-NULL");
+    CHECK(ok1 == 31u + x->prev, "the good receive in wait_all got %u", ok1);
+    CHECK_OK(nexar_recv(c, &a, sizeof a, x->prev, T_NB + 2));
+    CHECK(a == 0xABCDEF00ull + x->prev, "message after failed recv_nb: 0x%llx",
+          (unsigned long long)a);
+  }
 
   /* Receives posted for one (src, tag) match in the order posted. */
   uint32_t p[4] = {0, 0, 0, 0};
@@ -875,13 +938,21 @@ static int timeout_check(void) {
                        nexar_last_error());
   }
   if (!result) {
-    /* The communicator still works after the timeouts. */
-    uint32_t v = 5, in = 0;
-    rc = nexar_send(cl[1], &v, sizeof v, 0, 4714);
-    if (rc == 0) rc = nexar_recv(cl[0], &in, sizeof in, 1, 4714);
-    if (rc != 0 || in != 5)
-      result = fail_at(c, check, __LINE__, "send/recv after the timeouts: %d (%s), got %u", rc,
-                       nexar_strerror(rc), in);
+    /* The communicator still works after the timeouts, and a late message for a
+     * timed-out receive goes to the next receive, not to the one that gave up. */
+    static const struct {
+      uint32_t from, to, tag;
+    } late[] = {{1, 0, 4711}, {0, 1, 4713}, {1, 0, 4714}};
+    for (size_t k = 0; k < 3 && !result; k++) {
+      uint64_t v = 500u + k, in = 0;
+      rc = nexar_send(cl[late[k].from], &v, sizeof v, late[k].to, late[k].tag);
+      if (rc == 0) rc = nexar_recv(cl[late[k].to], &in, sizeof in, late[k].from, late[k].tag);
+      if (rc != 0 || in != v)
+        result = fail_at(cl[late[k].to], check, __LINE__,
+                         "tag %u after the timeouts: %d (%s), got %llu (a timed-out receive "
+                         "kept matching?)",
+                         late[k].tag, rc, nexar_strerror(rc), (unsigned long long)in);
+    }
   }
   nexar_client_del(cl[0]);
   nexar_client_del(cl[1]);
