@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Multi-host test: three network namespaces joined by veth pairs to a bridge
+# that lives in a fourth namespace (no address outside them is ever used).
+# A seed (nexar-seed) runs in host 1; one worker per host joins it.
+#   netns_test.sh <nexar-seed> <mesh_worker> [loss-percent]
+# With a loss percentage, nft drops that share of UDP datagrams entering
+# host 2 (this kernel has no tc netem). Needs root; skips (exit 77) otherwise.
+set -u
+SEED=$1 WORKER=$2 LOSS=${3:-0}
+if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then echo "SKIP: needs root and iproute2"; exit 77; fi
+P=nx$$
+BR=${P}br
+cleanup() {
+  for i in 1 2 3; do ip netns del ${P}h$i 2>/dev/null; done
+  ip netns del $BR 2>/dev/null
+  [ -n "${SEEDPID:-}" ] && kill $SEEDPID 2>/dev/null
+  rm -f /tmp/$P.*
+}
+trap cleanup EXIT
+ip netns add $BR || { echo "SKIP: cannot create namespaces"; exit 77; }
+ip -n $BR link add br0 type bridge && ip -n $BR link set br0 up
+for i in 1 2 3; do
+  ip netns add ${P}h$i
+  ip link add ${P}v$i type veth peer name ${P}b$i
+  ip link set ${P}v$i netns ${P}h$i
+  ip link set ${P}b$i netns $BR
+  ip -n $BR link set ${P}b$i master br0
+  ip -n $BR link set ${P}b$i up
+  ip -n ${P}h$i link set ${P}v$i name eth0
+  ip -n ${P}h$i addr add 10.77.0.$i/24 dev eth0
+  ip -n ${P}h$i link set eth0 up
+  ip -n ${P}h$i link set lo up
+done
+if [ "$LOSS" != 0 ]; then
+  ip netns exec ${P}h2 nft -f - <<NFT || { echo "FAIL: nft"; exit 1; }
+table inet nxloss {
+  chain in { type filter hook input priority 0; meta l4proto udp numgen random mod 100 < $LOSS drop; }
+}
+NFT
+fi
+export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+ip netns exec ${P}h1 "$SEED" --listen 10.77.0.1:0 --world-size 3 --once --timeout-ms 60000 \
+  > /tmp/$P.seed 2>&1 &
+SEEDPID=$!
+for _ in $(seq 100); do grep -q NEXAR_SEED_ADDR= /tmp/$P.seed && break; sleep 0.1; done
+ADDR=$(sed -n 's/^NEXAR_SEED_ADDR=//p' /tmp/$P.seed)
+[ -n "$ADDR" ] || { echo "FAIL: seed did not start"; cat /tmp/$P.seed; exit 1; }
+pids=()
+for i in 1 2 3; do
+  ip netns exec ${P}h$i env NEXAR_SEED_ADDR=$ADDR NEXAR_WORLD_SIZE=3 \
+    NEXAR_CONNECT_TIMEOUT_MS=30000 NEXAR_COLLECTIVE_TIMEOUT_MS=30000 \
+    timeout 120 "$WORKER" > /tmp/$P.w$i 2>&1 &
+  pids+=($!)
+done
+rc=0
+for i in 0 1 2; do wait ${pids[$i]} || rc=1; done
+cat /tmp/$P.w1 /tmp/$P.w2 /tmp/$P.w3
+wait $SEEDPID || { echo "seed failed"; cat /tmp/$P.seed; rc=1; }
+[ "$LOSS" != 0 ] && ip netns exec ${P}h2 nft list ruleset | grep -o 'drop' >/dev/null
+exit $rc
