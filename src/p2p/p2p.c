@@ -152,6 +152,8 @@ int nexar_recv_nb(nexar_client *c, void *buf, size_t len, uint32_t src, uint32_t
 
 static int probe(nexar_client *c, int any, uint32_t src, uint32_t tag, uint32_t *osrc,
                  size_t *len) {
+  if (len) *len = 0; /* out-parameters are 0 on failure */
+  if (osrc) *osrc = 0;
   int rc = nx_comm_check(c, "probe");
   if (rc) return rc;
   if (!len) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "probe: NULL length pointer");

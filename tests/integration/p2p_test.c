@@ -673,7 +673,12 @@ static int t_errors(rank_ctx *x) {
   CHECK_RC(nexar_recv(NULL, b, 4, 0, T_NB), NEXAR_ERR_INVALID_ARGUMENT);
   CHECK_RC(nexar_probe(c, x->prev, T_NB, NULL), NEXAR_ERR_INVALID_ARGUMENT);
   uint32_t src = 0;
+  src = 7;
   CHECK_RC(nexar_probe_any(c, T_NB, &src, NULL), NEXAR_ERR_INVALID_ARGUMENT);
+  CHECK_SOFT(src == 0, "probe_any with NULL len left *src = %u (out-parameters must be 0)", src);
+  len = 5;
+  CHECK_RC(nexar_probe_any(c, T_NB, NULL, &len), NEXAR_ERR_INVALID_ARGUMENT);
+  CHECK_SOFT(len == 0, "probe_any with NULL src left *len = %zu (out-parameters must be 0)", len);
   CHECK_RC(nexar_send_iov(c, NULL, 2, x->next, T_NB), NEXAR_ERR_INVALID_ARGUMENT);
   nexar_iovec bad_iov[2] = {{b, 4}, {NULL, 4}};
   CHECK_RC(nexar_send_iov(c, bad_iov, 2, x->next, T_NB), NEXAR_ERR_INVALID_ARGUMENT);
@@ -954,8 +959,22 @@ static int timeout_check(void) {
                          late[k].tag, rc, nexar_strerror(rc), (unsigned long long)in);
     }
   }
+  /* A receive still pending at nexar_client_del completes with ABORTED; its wait stays
+   * valid after the delete. */
+  nexar_request *pending = NULL;
+  uint64_t pend_buf = 0;
+  int prc = result ? -1 : nexar_recv_nb(cl[0], &pend_buf, sizeof pend_buf, 1, 4715, &pending);
   nexar_client_del(cl[0]);
   nexar_client_del(cl[1]);
+  if (prc == 0) {
+    rc = nexar_wait(pending);
+    if (rc != NEXAR_ERR_ABORTED)
+      result = fail_at(NULL, check, __LINE__,
+                       "recv_nb pending at client_del: wait gave %d (%s), expected ABORTED", rc,
+                       nexar_strerror(rc));
+  } else if (!result) {
+    result = fail_at(NULL, check, __LINE__, "recv_nb: %d (%s)", prc, nexar_strerror(prc));
+  }
   if (!result) printf("ok   %-20s (%s)\n", "timeout", le);
   return result;
 }
