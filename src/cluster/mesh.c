@@ -35,6 +35,16 @@ int nx_mesh_form(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster
     members[i] = i;
   rc = nx_comm_new(ep, 0, members, world, rank, &ep->cfg, out);
   free(members);
+  /* Every rank's connections are up on both ends once all have entered this
+   * barrier, so a rank that returns and closes at once cannot break another
+   * rank's formation. */
+  if (!rc && world > 1 && (rc = nexar_barrier(*out)) != 0) {
+    char err[256];
+    snprintf(err, sizeof err, "forming the mesh: final barrier: %s", nexar_last_error());
+    nexar_client_del(*out);
+    *out = NULL;
+    rc = nx_fail(rc, "%s", err);
+  }
   return rc;
 }
 

@@ -203,6 +203,9 @@ int nexar_probe(nexar_client *c, uint32_t src, uint32_t tag, size_t *len) {
 }
 
 int nexar_probe_any(nexar_client *c, uint32_t tag, uint32_t *src, size_t *len) {
-  if (!src) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "probe_any: NULL source pointer");
+  if (!src) {
+    if (len) *len = 0;
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "probe_any: NULL source pointer");
+  }
   return probe(c, 1, 0, tag, src, len);
 }

@@ -269,7 +269,12 @@ int nx_coll_irecv(nx_coll *k, uint32_t src, uint32_t round, uint32_t seg, void *
   nx_ep *ep = c->ep;
   pthread_mutex_lock(&ep->mu);
   int rc = k->ac.failed_rc;
+  nx_peer *p = &ep->peers[c->members[src]];
   if (rc) nx_set_error_text(k->ac.why);
+  else if (p->state == NX_PEER_DEAD)
+    rc = nx_fail(p->dead_code, "%s #%llu on comm %llu: rank %u is gone (%s)",
+                 op_name(k->ac.sig.op), (unsigned long long)k->ac.seq,
+                 (unsigned long long)c->id, src, p->why);
   else if ((rc = track(k, r)) != 0) nx_fail(rc, "collective receive");
   else if ((rc = nx_match_post(ep, &r->recv)) != 0) {
     k->nreqs--;

@@ -148,6 +148,7 @@ int nx_ep_connect_mesh(nx_ep *ep, uint64_t deadline_ns) {
   for (;;) {
     uint32_t missing = UINT32_MAX, dead = UINT32_MAX;
     for (uint32_t j = 0; j < ep->world; j++) {
+      if (ep->peers[j].departed) continue; /* it was up and has finished already */
       if (ep->peers[j].state == NX_PEER_DEAD && dead == UINT32_MAX) dead = j;
       else if (ep->peers[j].state != NX_PEER_UP && missing == UINT32_MAX) missing = j;
     }
@@ -339,6 +340,18 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
   }
 }
 
+void nx_peer_departed_locked(nx_ep *ep, nx_peer *p) {
+  if (p->state == NX_PEER_DEAD || p->rank == ep->rank) return;
+  p->state = NX_PEER_DEAD;
+  p->departed = 1;
+  p->dead_code = NEXAR_ERR_PEER_LOST;
+  snprintf(p->why, sizeof p->why, "it has left (closed its endpoint)");
+  NX_DEBUG("rank %u (%s) left", p->rank, p->addrstr);
+  drop_peer_traffic(ep, p, p->why);
+  p->qc = NULL;
+  pthread_cond_broadcast(&ep->cv);
+}
+
 void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) {
   if (p->state == NX_PEER_DEAD || p->rank == ep->rank) return;
   p->state = NX_PEER_DEAD;
@@ -417,7 +430,6 @@ static void *progress_main(void *arg) {
     }
     uint64_t next = nx_ep_progress_locked(ep);
     ep->wake_pending = 0;
-    pthread_mutex_unlock(&ep->mu);
     struct epoll_event evs[4];
     uint64_t now = nx_now_ns();
     struct timespec ts = {0, 0};
@@ -428,6 +440,7 @@ static void *progress_main(void *arg) {
       ts.tv_nsec = (long)(dt % 1000000000ull);
     }
     ep->sleep_until = now + (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    pthread_mutex_unlock(&ep->mu);
     /* While application threads poll the socket themselves, this thread only
      * keeps the timers: competing with them for the lock and the CPU costs
      * more than it brings on small machines. */

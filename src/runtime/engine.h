@@ -141,6 +141,7 @@ struct nx_peer {
   uint64_t next_hb_ns;
   char why[160]; /* reason it died */
   int dead_code; /* what its pending operations got */
+  int departed;  /* closed gracefully */
   nexar_peer_stats st;
 };
 
@@ -209,6 +210,9 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
 /* Marks a peer dead (under ep->mu) and fails everything waiting on it with
  * code (PEER_LOST, or PROTOCOL when it sent malformed bytes). */
 void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why);
+/* A peer closed gracefully (it delivered all it sent): receives from it fail,
+ * but it is not counted as failed. */
+void nx_peer_departed_locked(nx_ep *ep, nx_peer *p);
 /* Cancels a zero-copy send that timed out (under ep->mu). */
 void nx_tx_cancel_locked(nx_ep *ep, nx_txmsg *m, int rc);
 

@@ -15,6 +15,7 @@
 #include "transport/pki.h"
 
 #define NX_SCID_LEN 16
+#define NX_APP_GOODBYE 0x6e78u /* application close code of a graceful departure */
 #define NX_BURST 64
 #define NX_ALPN "nexar/1"
 #define NX_PRIO                                                                                    \
@@ -456,7 +457,17 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
     char why[200];
     int code = NEXAR_ERR_PEER_LOST;
     if (rv == NGTCP2_ERR_DRAINING || rv == NGTCP2_ERR_CLOSING) {
-      snprintf(why, sizeof why, "it closed the connection");
+      ngtcp2_connection_close_error ce;
+      ngtcp2_conn_get_connection_close_error(qc->conn, &ce);
+      int n = (int)NX_MIN(ce.reasonlen, 120);
+      if (ce.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION &&
+          ce.error_code == NX_APP_GOODBYE && qc->peer && qc->peer->qc == qc) {
+        qc->dead = 1; /* it left after delivering everything: a departure, not a failure */
+        nx_peer_departed_locked(ep, qc->peer);
+        return;
+      }
+      snprintf(why, sizeof why, "it closed the connection%s%.*s", n ? ": " : "", n,
+               ce.reason ? (const char *)ce.reason : "");
     } else if (rv == NGTCP2_ERR_CALLBACK_FAILURE && qc->proto_err[0]) {
       code = NEXAR_ERR_PROTOCOL; /* it sent bytes we refused: closed with a reason */
       snprintf(why, sizeof why, "protocol violation: %s", qc->proto_err);
@@ -477,7 +488,8 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
       ngtcp2_path_storage ps;
       ngtcp2_path_storage_zero(&ps);
       ngtcp2_connection_close_error ce;
-      ngtcp2_connection_close_error_set_transport_error_liberr(&ce, rv, NULL, 0);
+      ngtcp2_connection_close_error_set_transport_error_liberr(&ce, rv, (uint8_t *)why,
+                                                               strlen(why));
       ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, qc->txbuf,
                                                           1500, &ce, nx_now_ns());
       if (n > 0) {
@@ -767,7 +779,7 @@ void nx_quic_close_all(nx_ep *ep) {
       ngtcp2_path_storage ps;
       ngtcp2_path_storage_zero(&ps);
       ngtcp2_connection_close_error ce;
-      ngtcp2_connection_close_error_set_application_error(&ce, 0, NULL, 0);
+      ngtcp2_connection_close_error_set_application_error(&ce, NX_APP_GOODBYE, NULL, 0);
       ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, qc->txbuf,
                                                           1500, &ce, nx_now_ns());
       if (n > 0) {

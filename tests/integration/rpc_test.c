@@ -467,6 +467,114 @@ static int t_unregister(rank_ctx *x) {
   return 0;
 }
 
+/* ------------------------------------------ timeouts (a separate 2-rank world) */
+
+static atomic_int g_slow_running;
+
+static int h_slow(void *ctx, uint32_t caller, const void *args, size_t args_len, void **reply,
+                  size_t *reply_len) {
+  atomic_store(&g_slow_running, 1);
+  usleep(1200 * 1000);
+  uint32_t *r = malloc(sizeof *r);
+  atomic_store(&g_slow_running, 0);
+  if (!r) return -1;
+  *r = 0x51077u;
+  *reply = r;
+  *reply_len = sizeof *r;
+  return 0;
+}
+
+typedef struct unreg_arg {
+  nexar_client *c;
+  int rc;
+  int running_after;
+} unreg_arg;
+
+static void *unregister_slow(void *p) {
+  unreg_arg *a = p;
+  a->rc = nexar_rpc_register(a->c, FN_TEMP, NULL, NULL);
+  a->running_after = atomic_load(&g_slow_running);
+  return NULL;
+}
+
+/* rpc_timeout_ms 500: a request before registration is NO_HANDLER; a handler slower
+ * than the timeout gives TIMEOUT, and its late reply is not taken for a later call's;
+ * unregistering waits until the running handler has returned. */
+static int timeout_checks(void) {
+  nexar_client *c = NULL;
+  const char *check = "rpc-timeout";
+  nexar_config cfg;
+  CHECK_OK(nexar_config_default(&cfg));
+  cfg.rpc_timeout_ms = 500;
+  cfg.collective_timeout_ms = 5000;
+  cfg.connect_timeout_ms = 20000;
+  nexar_client *cl[2] = {NULL, NULL};
+  CHECK_OK(nexar_bootstrap_local(cl, 2, &cfg));
+  c = cl[0];
+  g_clients[0] = cl[0];
+  g_clients[1] = cl[1];
+  int result = 0;
+  void *reply = NULL;
+  size_t rlen = 0;
+  uint8_t arg = 1;
+  uint64_t t0 = now_ms();
+  int rc = nexar_rpc(cl[0], 1, FN_ECHO, &arg, 1, &reply, &rlen);
+  uint64_t dt = now_ms() - t0;
+  if (rc != NEXAR_ERR_RPC_NO_HANDLER || dt > 400)
+    result = fail_at(c, check, __LINE__,
+                     "call before registration: %d (%s) after %llu ms, expected RPC_NO_HANDLER "
+                     "at once",
+                     rc, nexar_strerror(rc), (unsigned long long)dt);
+  if (!result && (rc = nexar_rpc_register(cl[1], FN_TEMP, h_slow, NULL)) != 0)
+    result = fail_at(c, check, __LINE__, "register: %d", rc);
+  if (!result && (rc = nexar_rpc_register(cl[1], FN_ECHO, h_echo, cl[1])) != 0)
+    result = fail_at(c, check, __LINE__, "register: %d", rc);
+  if (!result) {
+    reply = &arg;
+    rlen = 3;
+    t0 = now_ms();
+    rc = nexar_rpc(cl[0], 1, FN_TEMP, &arg, 1, &reply, &rlen);
+    dt = now_ms() - t0;
+    if (rc != NEXAR_ERR_TIMEOUT || dt < 400 || dt > 1100)
+      result = fail_at(c, check, __LINE__,
+                       "handler slower than rpc_timeout_ms 500: %d (%s) after %llu ms, expected "
+                       "TIMEOUT after about 500 ms",
+                       rc, nexar_strerror(rc), (unsigned long long)dt);
+    else if (reply != NULL || rlen != 0)
+      result =
+          fail_at(c, check, __LINE__, "timed-out rpc left reply %p, reply_len %zu", reply, rlen);
+    else if (strstr(nexar_last_error(), "1") == NULL)
+      result =
+          fail_at(c, check, __LINE__, "last_error does not name rank 1: %s", nexar_last_error());
+  }
+  if (!result) {
+    /* The slow handler still runs; unregistering it waits for it to return. */
+    unreg_arg ua = {cl[1], -1, -1};
+    pthread_t th;
+    if (pthread_create(&th, NULL, unregister_slow, &ua)) {
+      fprintf(stderr, "FAIL: pthread_create\n");
+      exit(1);
+    }
+    /* Meanwhile a fast call gets its own reply, not the late one. */
+    for (int k = 0; k < 20 && !result; k++) {
+      uint8_t a2[4] = {1, 2, 3, (uint8_t)k};
+      result = echo_call(cl[0], check, 1, a2, sizeof a2);
+      usleep(50 * 1000);
+    }
+    pthread_join(th, NULL);
+    if (!result && ua.rc != 0)
+      result = fail_at(c, check, __LINE__, "unregister: %d (%s)", ua.rc, nexar_strerror(ua.rc));
+    else if (!result && ua.running_after != 0)
+      result = fail_at(c, check, __LINE__,
+                       "rpc_register(fn NULL) returned while the handler was still running");
+  }
+  nexar_client_del(cl[0]);
+  nexar_client_del(cl[1]);
+  g_clients[0] = g_clients[1] = NULL;
+  if (!result) printf("ok   %-20s\n", "rpc-timeout");
+  return result;
+}
+
 typedef int (*check_fn)(rank_ctx *);
 static const struct {
   const char *name;
@@ -555,6 +663,7 @@ int main(void) {
     nexar_client_del(cl[i]);
     g_clients[i] = NULL;
   }
+  if (!atomic_load(&g_failed)) timeout_checks();
   if (atomic_load(&g_failed)) {
     fprintf(stderr, "rpc_test: FAILED\n");
     return 1;
