@@ -30,3 +30,8 @@ add_test(NAME integration.impaired
 set_tests_properties(integration.impaired PROPERTIES TIMEOUT 150 LABELS "integration"
   ENVIRONMENT "NEXAR_TEST_IMPAIR=loss=1%,delay=2ms,jitter=1ms,reorder=1%,seed=7")
 # END impair
+# BEGIN tools
+add_test(NAME integration.tools COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/tools_test.sh
+         ${CMAKE_BINARY_DIR})
+set_tests_properties(integration.tools PROPERTIES TIMEOUT 240 LABELS "integration")
+# END tools

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: dependencies, a release build with
+# every test (unit, integration as threads, processes and network namespaces,
+# collectives, large messages), the suite again under AddressSanitizer +
+# UndefinedBehaviorSanitizer, the threaded tests under ThreadSanitizer, and
+# each libFuzzer target for a bounded time. Exits non-zero on any failure.
+set -eu
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+J=$(nproc)
+step() { echo; echo "=== $*"; }
+
+step "release build + all tests"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$J"
+(cd build && ctest -j"$J" --output-on-failure --timeout 600)
+
+step "AddressSanitizer + UndefinedBehaviorSanitizer"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNEXAR_ASAN=ON >/dev/null
+cmake --build build-asan -j"$J"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
+  ctest -j"$J" --output-on-failure --timeout 600 -LE "large|netns")
+
+step "ThreadSanitizer (threaded tests)"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEXAR_TSAN=ON >/dev/null
+cmake --build build-tsan -j"$J"
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  ctest -j"$J" --output-on-failure --timeout 900 -R "unit\.|p2p\.world|rpc|collective\.(basic|nb|split|errors)")
+
+step "libFuzzer targets (${NEXAR_FUZZ_SECONDS:-30} s each)"
+CC=clang cmake -S . -B build-fuzz -DNEXAR_FUZZ=ON -DBUILD_TESTING=OFF \
+  -DNEXAR_FUZZ_SECONDS="${NEXAR_FUZZ_SECONDS:-30}" >/dev/null
+cmake --build build-fuzz -j"$J"
+(cd build-fuzz && ctest --output-on-failure -L fuzz)
+echo; echo "all tests passed"
