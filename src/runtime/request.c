@@ -133,7 +133,9 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
 }
 
 int nx_req_wait(nexar_request *r) {
-  if (r->ep) wait_driving(r, r->ep);
+  /* A finished request never touches its endpoint again: it may be waited
+   * after nexar_client_del freed it (the API allows that). */
+  if (r->ep && !atomic_load_explicit(&r->done, memory_order_acquire)) wait_driving(r, r->ep);
   while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
     uint64_t now = nx_now_ns();
     uint64_t wake = now + 50000000ull; /* re-check deadlines every 50 ms */
