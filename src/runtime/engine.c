@@ -19,6 +19,10 @@
 
 static void *progress_main(void *arg);
 
+/* While application threads drive progress, the progress thread looks this
+ * often whether they still do. */
+#define NX_DRIVER_POLL_NS 500000L
+
 int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint16_t port) {
   *out = NULL;
   nx_log_init();
@@ -39,6 +43,7 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   atomic_init(&ep->refs, 1);
   ep->hb_interval_ns = (uint64_t)ep->cfg.heartbeat_interval_ms * 1000000ull;
   ep->hb_timeout_ns = (uint64_t)ep->cfg.heartbeat_timeout_ms * 1000000ull;
+  if ((rc = nx_quic_cc_from_env(&ep->cc_algo))) goto fail;
   rc = nx_udp_open(&ep->udp, bind_host, port);
   if (rc) goto fail;
   ep->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -444,7 +449,10 @@ static void *progress_main(void *arg) {
     /* While application threads poll the socket themselves, this thread only
      * keeps the timers: competing with them for the lock and the CPU costs
      * more than it brings on small machines. */
-    int fd = atomic_load(&ep->spinners) > 0 ? ep->epfd_ctl : ep->epfd;
+    int driven = atomic_load(&ep->spinners) > 0;
+    int fd = driven ? ep->epfd_ctl : ep->epfd;
+    if (driven && ts.tv_sec == 0 && ts.tv_nsec > NX_DRIVER_POLL_NS) ts.tv_nsec = NX_DRIVER_POLL_NS;
+    if (driven && ts.tv_sec > 0) ts.tv_sec = 0, ts.tv_nsec = NX_DRIVER_POLL_NS;
     int n = epoll_pwait2(fd, evs, 4, &ts, NULL);
     pthread_mutex_lock(&ep->mu);
     ep->sleep_until = 0;

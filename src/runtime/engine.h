@@ -184,6 +184,7 @@ struct nx_ep {
   int rpc_started;
   nexar_config cfg;
   uint64_t hb_interval_ns, hb_timeout_ns;
+  int cc_algo; /* QUIC congestion controller (NEXAR_QUIC_CC) */
   int wake_pending;
   int in_progress; /* a progress step is running (possibly in this call chain) */
   uint64_t sleep_until;

@@ -125,11 +125,10 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
       }
   }
   atomic_store(&r->waiting, 0);
-  if (atomic_fetch_sub(&ep->spinners, 1) == 1) {
-    pthread_mutex_lock(&ep->mu); /* the progress thread must watch the socket again */
-    nx_ep_wake(ep);
-    pthread_mutex_unlock(&ep->mu);
-  }
+  /* The progress thread notices within NX_DRIVER_POLL_NS that nobody drives
+   * any more and watches the socket again; waking it here on every wait
+   * would cost a hand-off per message, which is what this avoids. */
+  atomic_fetch_sub(&ep->spinners, 1);
 }
 
 int nx_req_wait(nexar_request *r) {

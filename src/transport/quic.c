@@ -17,6 +17,8 @@
 #define NX_SCID_LEN 16
 #define NX_APP_GOODBYE 0x6e78u /* application close code of a graceful departure */
 #define NX_BURST 64
+#define NX_FIN_BATCH 32               /* FIN-only packets wait for this many... */
+#define NX_FIN_DELAY_NS 2000000ull    /* ...or this long */
 #define NX_ALPN "nexar/1"
 #define NX_PRIO                                                                                    \
   "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"      \
@@ -42,6 +44,7 @@ struct nx_qconn {
   int dead;
   int64_t *fins; /* remote streams whose local half still needs a FIN */
   size_t nfins, capfins;
+  uint64_t fins_since; /* when the oldest pending FIN was queued */
   nx_txmsg **resets;
   size_t nresets, capresets;
   nx_txmsg *act_head, *act_tail; /* opened messages with bytes to send */
@@ -127,6 +130,7 @@ static int cb_stream_open(ngtcp2_conn *conn, int64_t sid, void *ud) {
   nx_rx_stream_open(qc->ep, qc->peer, sid, &rs);
   if (!rs) return NGTCP2_ERR_CALLBACK_FAILURE;
   ngtcp2_conn_set_stream_user_data(conn, sid, rs);
+  if (qc->nfins == 0) qc->fins_since = nx_now_ns();
   if (push_id(&qc->fins, &qc->nfins, &qc->capfins, sid)) return NGTCP2_ERR_CALLBACK_FAILURE;
   return 0;
 }
@@ -277,7 +281,7 @@ static void fill_settings(nx_qconn *qc, ngtcp2_settings *st, ngtcp2_transport_pa
   ngtcp2_settings_default(st);
   ngtcp2_transport_params_default(tp);
   st->initial_ts = nx_now_ns();
-  st->cc_algo = NGTCP2_CC_ALGO_CUBIC;
+  st->cc_algo = qc->ep->cc_algo;
   /* Large datagrams on paths that carry them (loopback: ~64 KiB). 0.12 needs
    * shaping off, else it sends 1200-byte packets whatever the path allows. */
   size_t payload = nx_udp_path_payload((struct sockaddr *)&qc->remote, qc->remotelen);
@@ -343,6 +347,25 @@ static nx_qconn *qconn_alloc(nx_ep *ep, const struct sockaddr *remote, socklen_t
   memcpy(&qc->remote, remote, len);
   qc->remotelen = len;
   return qc;
+}
+
+/* Congestion controller: BBRv2 by default (measured: 1.1-1.3 GB/s for 64 MiB
+ * messages on loopback against 0.9 with cubic, as the prototype notes saw);
+ * NEXAR_QUIC_CC=reno|cubic|bbr|bbr2 overrides it. */
+int nx_quic_cc_from_env(int *out) {
+  const char *v = getenv("NEXAR_QUIC_CC");
+  *out = NGTCP2_CC_ALGO_BBR2;
+  if (!v || !*v) return 0;
+  static const struct {
+    const char *name;
+    int algo;
+  } t[] = {{"reno", NGTCP2_CC_ALGO_RENO},
+           {"cubic", NGTCP2_CC_ALGO_CUBIC},
+           {"bbr", NGTCP2_CC_ALGO_BBR},
+           {"bbr2", NGTCP2_CC_ALGO_BBR2}};
+  for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+    if (!strcmp(v, t[i].name)) return *out = t[i].algo, 0;
+  return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "NEXAR_QUIC_CC='%s': expected reno|cubic|bbr|bbr2", v);
 }
 
 void nx_qconn_free(nx_ep *ep, nx_qconn *qc) {
@@ -624,6 +647,13 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
   if (burst * pathlen > (size_t)NX_BURST * 65536) burst = (size_t)NX_BURST * 65536 / pathlen;
   size_t lens[NX_BURST], npk = 0, off = 0, tot = 0;
   nx_txmsg *blocked = NULL, *blocked_tail = NULL;
+  /* The reverse-half FINs carry no information the peer waits for (they only
+   * close streams and return stream credit), so they ride along with data or
+   * go out in batches: a packet of FINs alone per message would double the
+   * packet count of small-message traffic. */
+  size_t nfins = qc->nfins;
+  if (nfins && !qc->act_head && nfins < NX_FIN_BATCH && now < qc->fins_since + NX_FIN_DELAY_NS)
+    nfins = 0;
   size_t fin_i = 0;
   ngtcp2_path_storage ps;
   ngtcp2_path_storage_zero(&ps);
@@ -635,7 +665,7 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
     ngtcp2_vec vec[16];
     size_t nvec = 0;
     uint32_t flags = NGTCP2_WRITE_STREAM_FLAG_NONE;
-    if (fin_i < qc->nfins) {
+    if (fin_i < nfins) {
       sid = qc->fins[fin_i];
       flags = NGTCP2_WRITE_STREAM_FLAG_MORE | NGTCP2_WRITE_STREAM_FLAG_FIN;
     } else if ((m = act_pop(qc)) != NULL) {
@@ -701,6 +731,7 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
   if (fin_i) {
     memmove(qc->fins, qc->fins + fin_i, (qc->nfins - fin_i) * sizeof *qc->fins);
     qc->nfins -= fin_i;
+    qc->fins_since = now;
   }
   while (blocked) {
     nx_txmsg *b = blocked;
@@ -740,6 +771,7 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
     int rv = conn_write(qc, now);
     if (rv) conn_failed(ep, qc, NEXAR_ERR_PEER_LOST, ngtcp2_strerror(rv));
     exp = ngtcp2_conn_get_expiry(qc->conn);
+    if (qc->nfins && qc->fins_since + NX_FIN_DELAY_NS < exp) exp = qc->fins_since + NX_FIN_DELAY_NS;
     if (exp < next) next = exp;
     qc = nxt;
   }

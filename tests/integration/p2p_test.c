@@ -892,6 +892,20 @@ static void *rank_thread(void *p) {
   return NULL;
 }
 
+/* Ends the program if a wait does not return in time (a hang in a freed object). */
+static atomic_int g_watch_done;
+static void *watchdog(void *p) {
+  const char *what = p;
+  for (int i = 0; i < 100 && !atomic_load(&g_watch_done); i++)
+    usleep(50 * 1000);
+  if (!atomic_load(&g_watch_done)) {
+    fprintf(stderr, "FAIL [timeout] %s did not return within 5 s\n", what);
+    fflush(stderr);
+    _exit(1);
+  }
+  return NULL;
+}
+
 /* A recv nobody sends to times out after about collective_timeout_ms (1000 here). */
 static int timeout_check(void) {
   nexar_client *c = NULL;
@@ -967,7 +981,13 @@ static int timeout_check(void) {
   nexar_client_del(cl[0]);
   nexar_client_del(cl[1]);
   if (prc == 0) {
+    pthread_t wd;
+    atomic_store(&g_watch_done, 0);
+    int wdok = pthread_create(&wd, NULL, watchdog,
+                              "nexar_wait on a recv_nb pending at nexar_client_del") == 0;
     rc = nexar_wait(pending);
+    atomic_store(&g_watch_done, 1);
+    if (wdok) pthread_join(wd, NULL);
     if (rc != NEXAR_ERR_ABORTED)
       result = fail_at(NULL, check, __LINE__,
                        "recv_nb pending at client_del: wait gave %d (%s), expected ABORTED", rc,
