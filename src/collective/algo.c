@@ -21,6 +21,8 @@
  * expose a communicator's config yet, so a user's setting is not honoured. */
 #include "collective/algo.h"
 
+#include <nexar/nexar.h>
+
 int nx_algo_force_allreduce = -1;
 int nx_algo_force_broadcast = -1;
 int nx_algo_force_allgather = -1;
@@ -41,6 +43,14 @@ static const nx_algo_params nx_defaults = {
     .scan_chain_min = 256u << 10,
     .scan_segment = 256u << 10,
 };
+
+void nx_algo_params_from_config(nx_algo_params *out, const struct nexar_config *cfg) {
+  *out = nx_defaults;
+  if (!cfg) return;
+  if (cfg->large_msg_bytes) out->large_msg_bytes = cfg->large_msg_bytes;
+  if (cfg->pipeline_segment_bytes) out->segment_bytes = cfg->pipeline_segment_bytes;
+  if (cfg->ring_max_world) out->ring_max_world = cfg->ring_max_world;
+}
 
 const nx_algo_params *nx_algo_defaults(void) {
   return &nx_defaults;

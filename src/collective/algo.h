@@ -27,6 +27,10 @@ typedef struct nx_algo_params {
 
 /* The built-in parameters (see algo.c). */
 const nx_algo_params *nx_algo_defaults(void);
+struct nexar_config;
+/* The defaults with the communicator's large_msg_bytes, pipeline_segment_bytes
+ * and ring_max_world applied (these must be equal on every rank). */
+void nx_algo_params_from_config(nx_algo_params *out, const struct nexar_config *cfg);
 
 typedef enum nx_ar_algo {
   NX_AR_NONE = 0,  /* world 1: nothing to do */

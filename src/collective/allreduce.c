@@ -325,7 +325,7 @@ static int allreduce_halvdbl(nx_job *j, char *buf, size_t count) {
 /* -------------------------------------------------------------- dispatch */
 
 int nx_allreduce_buf(nx_job *j, void *buf, size_t count) {
-  const nx_algo_params *p = nx_algo_defaults();
+  const nx_algo_params *p = &j->params;
   switch (nx_algo_allreduce(count, j->es, j->world, p)) {
   case NX_AR_NONE:
     return count ? 0 : nx_sync(j, 0);
@@ -347,7 +347,7 @@ int nx_run_allreduce(nx_job *j) {
 
 /* reduce_scatter followed by all_gather: the ring, never folded. */
 int nx_run_allreduce_rs_ag(nx_job *j) {
-  const nx_algo_params *p = nx_algo_defaults();
+  const nx_algo_params *p = &j->params;
   if (j->world == 1) return 0;
   if (j->count == 0) return nx_sync(j, 0);
   size_t seg = j->count * j->es >= p->large_msg_bytes || nx_algo_force_segment

@@ -28,7 +28,7 @@ static int bcast_binomial(nx_job *j, char *buf, size_t bytes) {
  * segment s from v-1 and forwards it to v+1 while later segments arrive
  * (`window` receives posted ahead). */
 static int bcast_chain(nx_job *j, char *buf, size_t count) {
-  const nx_algo_params *p = nx_algo_defaults();
+  const nx_algo_params *p = &j->params;
   uint32_t n = j->world, root = j->root, v = (j->rank + n - root) % n;
   size_t es = j->es, segel = nx_seg_elems(p->bcast_segment, es);
   size_t nseg = nx_seg_count(count, segel);
@@ -65,7 +65,7 @@ static int bcast_chain(nx_job *j, char *buf, size_t count) {
 }
 
 int nx_run_broadcast(nx_job *j) {
-  switch (nx_algo_broadcast(j->count, j->es, j->world, nx_algo_defaults())) {
+  switch (nx_algo_broadcast(j->count, j->es, j->world, &j->params)) {
   case NX_BC_NONE:
     return j->world > 1 ? nx_sync(j, 0) : 0;
   case NX_BC_BINOMIAL:

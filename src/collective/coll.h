@@ -32,6 +32,7 @@ typedef struct nx_job {
   nexar_request *req;  /* _nb */
   void *scratch[NX_JOB_SCRATCH];
   uint8_t sink[8]; /* receive target of tokens (lives as long as the job) */
+  nx_algo_params params; /* defaults + the communicator's config */
 } nx_job;
 
 /* Scratch memory owned by the job, freed only after nx_coll_end (so a

@@ -288,6 +288,7 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
   }
   run->rank = nx_coll_rank(run->k);
   run->world = nx_coll_size(run->k);
+  nx_algo_params_from_config(&run->params, nx_coll_config(run->k));
   if (vrc) {
     /* Our own argument error is this caller's answer, even when a peer's
      * failure of the same collective reached the port first. */

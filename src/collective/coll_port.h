@@ -46,6 +46,8 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out);
 uint32_t nx_coll_rank(const nx_coll *k);
 uint32_t nx_coll_size(const nx_coll *k);
 uint64_t nx_coll_seq(const nx_coll *k);
+/* The communicator's configuration (algorithm thresholds). */
+const nexar_config *nx_coll_config(const nx_coll *k);
 /* Timeout for this collective in ms (collective or barrier timeout; 0 = none). */
 uint32_t nx_coll_timeout_ms(const nx_coll *k);
 /* Non-blocking send of len bytes to comm rank dest, keyed (round, seg). The

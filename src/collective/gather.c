@@ -32,7 +32,7 @@ static int allgather_recdbl(nx_job *j, char *recv, size_t blk) {
  * in whole-element segments so a block is forwarded while it still arrives.
  * All receives are posted at once (they target distinct user regions). */
 static int allgather_ring(nx_job *j, char *recv, size_t count, size_t es) {
-  const nx_algo_params *p = nx_algo_defaults();
+  const nx_algo_params *p = &j->params;
   uint32_t n = j->world, r = j->rank, next = (r + 1) % n, prev = (r + n - 1) % n;
   size_t blk = count * es;
   size_t segel = blk >= p->large_msg_bytes || nx_algo_force_segment
@@ -72,7 +72,7 @@ int nx_allgather_raw(nx_job *j, const void *send, void *recv, size_t count, size
   size_t blk = count * es;
   char *own = (char *)recv + (size_t)j->rank * blk;
   if (blk && own != send) memcpy(own, send, blk);
-  switch (nx_algo_allgather(count, es, j->world, nx_algo_defaults())) {
+  switch (nx_algo_allgather(count, es, j->world, &j->params)) {
   case NX_AG_NONE:
     return j->world > 1 ? nx_sync(j, 0) : 0;
   case NX_AG_RECDBL:
@@ -143,7 +143,7 @@ static int gather_direct(nx_job *j, size_t blk) {
 
 int nx_run_gather(nx_job *j) {
   size_t blk = j->count * j->es;
-  switch (nx_algo_gather(j->count, j->es, j->world, nx_algo_defaults())) {
+  switch (nx_algo_gather(j->count, j->es, j->world, &j->params)) {
   case NX_GS_NONE:
     if (j->world == 1 && blk && j->recv != j->send) memcpy(j->recv, j->send, blk);
     return j->world > 1 ? nx_sync(j, 0) : 0;
@@ -208,7 +208,7 @@ static int scatter_direct(nx_job *j, size_t blk) {
 
 int nx_run_scatter(nx_job *j) {
   size_t blk = j->count * j->es;
-  switch (nx_algo_gather(j->count, j->es, j->world, nx_algo_defaults())) {
+  switch (nx_algo_gather(j->count, j->es, j->world, &j->params)) {
   case NX_GS_NONE:
     if (j->world == 1 && blk && j->recv != j->send) memcpy(j->recv, j->send, blk);
     return j->world > 1 ? nx_sync(j, 0) : 0;

@@ -8,7 +8,7 @@
  * in recv. In place (recv == send + r*count) works because chunk r of the
  * input is only read by the last step, which writes it. */
 int nx_run_reduce_scatter(nx_job *j) {
-  const nx_algo_params *p = nx_algo_defaults();
+  const nx_algo_params *p = &j->params;
   size_t bytes = j->count * j->es;
   if (j->world == 1) {
     if (bytes && j->recv != j->send) memcpy(j->recv, j->send, bytes);

@@ -48,7 +48,7 @@ static int scan_recdbl(nx_job *j, int exclusive) {
  * r-1 (`window` posted ahead), combines it with its own and forwards the
  * result to r+1 while later segments still arrive. */
 static int scan_chain(nx_job *j, int exclusive) {
-  const nx_algo_params *p = nx_algo_defaults();
+  const nx_algo_params *p = &j->params;
   uint32_t n = j->world, r = j->rank;
   size_t es = j->es, count = j->count, segel = nx_seg_elems(p->scan_segment, es);
   size_t nseg = nx_seg_count(count, segel);
@@ -111,7 +111,7 @@ static int scan_chain(nx_job *j, int exclusive) {
 
 int nx_run_scan(nx_job *j) {
   int exclusive = j->kind == NX_COLL_EXSCAN;
-  switch (nx_algo_scan(j->count, j->es, j->world, nx_algo_defaults())) {
+  switch (nx_algo_scan(j->count, j->es, j->world, &j->params)) {
   case NX_SC_NONE:
     if (exclusive && j->count) nx_fill_identity(j->buf, j->count, j->dt, j->op);
     return j->world > 1 ? nx_sync(j, 0) : 0;

@@ -191,6 +191,10 @@ uint32_t nx_coll_size(const nx_coll *k) {
 uint64_t nx_coll_seq(const nx_coll *k) {
   return k->ac.seq;
 }
+const nexar_config *nx_coll_config(const nx_coll *k) {
+  return &k->c->cfg;
+}
+
 uint32_t nx_coll_timeout_ms(const nx_coll *k) {
   return k->ac.sig.op == NX_COLL_BARRIER ? k->c->cfg.barrier_timeout_ms
                                          : k->c->cfg.collective_timeout_ms;
