@@ -19,7 +19,7 @@ step "AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNEXAR_ASAN=ON >/dev/null
 cmake --build build-asan -j"$J"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
-  ctest -j"$J" --output-on-failure --timeout 600 -LE "large|netns")
+  ctest -j"$J" --output-on-failure --timeout 600 -LE "large|netns|chaos")
 
 step "ThreadSanitizer (threaded tests)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEXAR_TSAN=ON >/dev/null

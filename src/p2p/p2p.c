@@ -34,14 +34,18 @@ static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   r->ep = c->ep;
   r->peer = dest;
   r->timeout_ms = c->cfg.collective_timeout_ms;
-  snprintf(r->what, sizeof r->what, "send to rank %u tag %u on comm %llu", dest, tag,
-           (unsigned long long)c->id);
+  r->w_verb = "send to";
+  r->w_tag = tag;
+  r->w_comm = c->id;
   nx_frame f = {0};
   f.kind = NX_KIND_P2P;
   f.comm_id = c->id;
   f.tag = tag;
   pthread_mutex_lock(&c->ep->mu);
-  rc = nx_ep_send_locked(c->ep, c->members[dest], &f, iov, n, r, NULL);
+  if (nx_comm_is_dead_locked(c, dest))
+    rc = nx_fail(NEXAR_ERR_PEER_LOST, "send to rank %u on comm %llu: rank %u is failed on it",
+                 dest, (unsigned long long)c->id, dest);
+  else rc = nx_ep_send_locked(c->ep, c->members[dest], &f, iov, n, r, NULL);
   pthread_mutex_unlock(&c->ep->mu);
   if (rc) {
     nx_req_free(r);
@@ -83,8 +87,9 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   r->ep = c->ep;
   r->peer = src;
   r->timeout_ms = c->cfg.collective_timeout_ms;
-  snprintf(r->what, sizeof r->what, "recv from rank %u tag %u on comm %llu", src, tag,
-           (unsigned long long)c->id);
+  r->w_verb = "recv from";
+  r->w_tag = tag;
+  r->w_comm = c->id;
   nx_ep *ep = c->ep;
   pthread_mutex_lock(&ep->mu);
   rc = nx_match_post(ep, &r->recv);
@@ -94,6 +99,10 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
       nx_match_cancel(ep, &r->recv);
       rc = nx_fail(p->dead_code, "recv from rank %u tag %u: peer lost (%s)", src, tag,
                    p->why);
+    } else if (nx_comm_is_dead_locked(c, src)) {
+      nx_match_cancel(ep, &r->recv);
+      rc = nx_fail(NEXAR_ERR_PEER_LOST, "recv from rank %u tag %u on comm %llu: rank %u is "
+                   "failed on it", src, tag, (unsigned long long)c->id, src);
     }
   }
   pthread_mutex_unlock(&ep->mu);

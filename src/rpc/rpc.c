@@ -145,7 +145,8 @@ int nexar_rpc(nexar_client *c, uint32_t target, uint16_t fn_id, const void *args
   r->recv.key = (nx_key){.comm = c->id, .kind = NX_KIND_RPC_RESP, .src = c->members[target],
                          .tag = id};
   rc = nx_match_post(ep, &r->recv);
-  if (!rc && ep->peers[c->members[target]].state == NX_PEER_DEAD) {
+  if (!rc && (ep->peers[c->members[target]].state == NX_PEER_DEAD ||
+              nx_comm_is_dead_locked(c, target))) {
     nx_match_cancel(ep, &r->recv);
     rc = nx_fail(NEXAR_ERR_PEER_LOST, "rpc to rank %u: peer lost (%s)", target,
                  ep->peers[c->members[target]].why);

@@ -218,9 +218,10 @@ static nexar_request *new_req(nx_coll *k, int kind, uint32_t peer, const char *d
   r->ep = k->c->ep;
   r->peer = peer;
   r->timeout_ms = nx_coll_timeout_ms(k);
-  snprintf(r->what, sizeof r->what, "%s #%llu on comm %llu: %s rank %u",
-           op_name(k->ac.sig.op), (unsigned long long)k->ac.seq, (unsigned long long)k->c->id, dir,
-           peer);
+  r->w_op = op_name(k->ac.sig.op);
+  r->w_seq = k->ac.seq;
+  r->w_comm = k->c->id;
+  r->w_verb = dir;
   return r;
 }
 
@@ -275,10 +276,6 @@ int nx_coll_irecv(nx_coll *k, uint32_t src, uint32_t round, uint32_t seg, void *
   int rc = k->ac.failed_rc;
   nx_peer *p = &ep->peers[c->members[src]];
   if (rc) nx_set_error_text(k->ac.why);
-  else if (p->state == NX_PEER_DEAD)
-    rc = nx_fail(p->dead_code, "%s #%llu on comm %llu: rank %u is gone (%s)",
-                 op_name(k->ac.sig.op), (unsigned long long)k->ac.seq,
-                 (unsigned long long)c->id, src, p->why);
   else if ((rc = track(k, r)) != 0) nx_fail(rc, "collective receive");
   else if ((rc = nx_match_post(ep, &r->recv)) != 0) {
     k->nreqs--;
@@ -286,6 +283,13 @@ int nx_coll_irecv(nx_coll *k, uint32_t src, uint32_t round, uint32_t seg, void *
       rc = nx_fail(NEXAR_ERR_MISMATCH, "%s #%llu on comm %llu: rank %u sent a block of another "
                    "size", op_name(k->ac.sig.op), (unsigned long long)k->ac.seq,
                    (unsigned long long)c->id, src);
+  } else if (!r->recv.done && !r->recv.msg && p->state == NX_PEER_DEAD) {
+    /* what a departed peer sent before it left is still received above */
+    nx_match_cancel(ep, &r->recv);
+    k->nreqs--;
+    rc = nx_fail(p->dead_code, "%s #%llu on comm %llu: rank %u is gone (%s)",
+                 op_name(k->ac.sig.op), (unsigned long long)k->ac.seq,
+                 (unsigned long long)c->id, src, p->why);
   }
   pthread_mutex_unlock(&ep->mu);
   if (rc) {

@@ -157,7 +157,27 @@ void nx_comm_peer_dead_locked(nx_comm *c, uint32_t root_rank, const char *why) {
   char msg[200];
   snprintf(msg, sizeof msg, "rank %u lost: %s", r, why);
   nx_coll_fail_all_locked(c, NEXAR_ERR_PEER_LOST, msg);
+  /* receives on c from it can never complete (it may have aborted only c) */
+  nx_ep *ep = c->ep;
+  nx_recv *prev = NULL;
+  for (nx_recv *x = ep->posted_head, *n; x; x = n) {
+    n = x->next;
+    if (x->key.comm == c->id && x->key.src == root_rank) {
+      if (prev) prev->next = n;
+      else ep->posted_head = n;
+      if (ep->posted_tail == x) ep->posted_tail = prev;
+      nx_recv_finish(ep, x, NEXAR_ERR_PEER_LOST, msg);
+    } else {
+      prev = x;
+    }
+  }
   notify_failure_locked(c);
+}
+
+int nx_comm_is_dead_locked(const nx_comm *c, uint32_t r) {
+  for (size_t i = 0; i < c->ndead; i++)
+    if (c->dead[i] == r) return 1;
+  return 0;
 }
 
 void nx_comm_remote_abort_locked(nx_ep *ep, uint64_t id, uint32_t root_rank) {

@@ -52,6 +52,8 @@ nx_comm *nx_comm_find(nx_ep *ep, uint64_t id); /* under ep->mu */
 int nx_comm_check(nx_comm *c, const char *op);
 /* A peer (root rank) died: called under ep->mu for every comm of ep. */
 void nx_comm_peer_dead_locked(nx_comm *c, uint32_t root_rank, const char *why);
+/* 1 if comm rank r of c is known dead (under ep->mu). */
+int nx_comm_is_dead_locked(const nx_comm *c, uint32_t r);
 /* A peer told us it aborted comm id. */
 void nx_comm_remote_abort_locked(nx_ep *ep, uint64_t id, uint32_t root_rank);
 /* Fails everything pending on c with rc (under ep->mu). */

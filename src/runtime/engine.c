@@ -22,6 +22,7 @@ static void *progress_main(void *arg);
 /* While application threads drive progress, the progress thread looks this
  * often whether they still do. */
 #define NX_DRIVER_POLL_NS 500000L
+#define NX_DRIVER_LINGER_NS 5000000ull
 
 int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint16_t port) {
   *out = NULL;
@@ -251,7 +252,8 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
   if (!ep->in_progress && (!ep->thr_started || !pthread_equal(pthread_self(), ep->thr))) {
     /* an application thread: write now instead of waking the progress thread */
     uint64_t next = nx_ep_progress_locked(ep);
-    if (next < ep->sleep_until) nx_ep_wake(ep);
+    /* the progress thread needs to re-arm its timer only if nobody drives */
+    if (next < ep->sleep_until && atomic_load(&ep->spinners) == 0) nx_ep_wake(ep);
   }
   return 0;
 }
@@ -352,6 +354,7 @@ void nx_peer_departed_locked(nx_ep *ep, nx_peer *p) {
   p->dead_code = NEXAR_ERR_PEER_LOST;
   snprintf(p->why, sizeof p->why, "it has left (closed its endpoint)");
   NX_DEBUG("rank %u (%s) left", p->rank, p->addrstr);
+  nx_qconn_abandon(p->qc);
   drop_peer_traffic(ep, p, p->why);
   p->qc = NULL;
   pthread_cond_broadcast(&ep->cv);
@@ -363,6 +366,7 @@ void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) {
   p->dead_code = code;
   snprintf(p->why, sizeof p->why, "%s", why);
   NX_WARN("rank %u (%s) is dead: %s", p->rank, p->addrstr, why);
+  nx_qconn_abandon(p->qc);
   drop_peer_traffic(ep, p, why);
   p->qc = NULL; /* the connection is freed by the next service pass */
   for (nx_comm *c = ep->comms; c; c = c->next) nx_comm_peer_dead_locked(c, p->rank, why);
@@ -433,26 +437,31 @@ static void *progress_main(void *arg) {
         if (rc) nx_peer_dead_locked(ep, &ep->peers[j], NEXAR_ERR_PEER_LOST, nexar_last_error());
       }
     }
-    uint64_t next = nx_ep_progress_locked(ep);
+    /* While an application thread drives progress (it sleeps in epoll on the
+     * socket and runs the timers itself), this thread stays out of its way:
+     * racing it for every packet and for the lock costs more than it brings.
+     * Drivers that stopped a moment ago will likely wait again soon
+     * (request/reply patterns), so for a few milliseconds this thread only
+     * looks every NX_DRIVER_POLL_NS instead of watching the socket. */
+    uint64_t now = nx_now_ns();
+    int spinning = atomic_load(&ep->spinners) > 0;
+    int driven = spinning ||
+                 now - NX_MIN(now, atomic_load(&ep->last_driver_ns)) < NX_DRIVER_LINGER_NS;
+    uint64_t next = spinning ? now + NX_DRIVER_POLL_NS : nx_ep_progress_locked(ep);
     ep->wake_pending = 0;
     struct epoll_event evs[4];
-    uint64_t now = nx_now_ns();
+    now = nx_now_ns();
     struct timespec ts = {0, 0};
     if (next > now) {
       uint64_t dt = next - now;
       if (dt > 100000000ull) dt = 100000000ull;
+      if (driven && dt > NX_DRIVER_POLL_NS) dt = NX_DRIVER_POLL_NS;
       ts.tv_sec = (time_t)(dt / 1000000000ull);
       ts.tv_nsec = (long)(dt % 1000000000ull);
     }
     ep->sleep_until = now + (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     pthread_mutex_unlock(&ep->mu);
-    /* While application threads poll the socket themselves, this thread only
-     * keeps the timers: competing with them for the lock and the CPU costs
-     * more than it brings on small machines. */
-    int driven = atomic_load(&ep->spinners) > 0;
     int fd = driven ? ep->epfd_ctl : ep->epfd;
-    if (driven && ts.tv_sec == 0 && ts.tv_nsec > NX_DRIVER_POLL_NS) ts.tv_nsec = NX_DRIVER_POLL_NS;
-    if (driven && ts.tv_sec > 0) ts.tv_sec = 0, ts.tv_nsec = NX_DRIVER_POLL_NS;
     int n = epoll_pwait2(fd, evs, 4, &ts, NULL);
     pthread_mutex_lock(&ep->mu);
     ep->sleep_until = 0;

@@ -156,6 +156,7 @@ struct nx_ep {
   int epfd_wait;          /* UDP socket + wfd: where waiting application threads sleep */
   int wfd;                /* eventfd: a request was completed by another thread */
   atomic_int spinners;    /* application threads driving progress in a wait */
+  _Atomic uint64_t last_driver_ns; /* when one last stopped driving */
   pthread_t thr;
   int thr_started;
   int stop;

@@ -22,7 +22,7 @@ void nx_tx_acked(nx_ep *ep, nx_txmsg *m, uint64_t offset, uint64_t len) {
     m->req = NULL;
     r->tx = NULL;
     nx_req_complete(r, m->cancel ? m->cancel_rc : 0,
-                    m->cancel ? (m->cancel_rc == NEXAR_ERR_TIMEOUT ? r->what : "send aborted")
+                    m->cancel ? (m->cancel_rc == NEXAR_ERR_TIMEOUT ? nx_req_what(r) : "send aborted")
                               : NULL);
   }
 }

@@ -1,6 +1,7 @@
-/* Request completion and waiting: spin briefly, then sleep on a condvar.
- * A wake-up from sleep costs tens of microseconds here, so small messages
- * are caught by the spin. */
+/* Request completion and waiting. A thread waiting on a network request
+ * drives the endpoint itself (progress under the endpoint lock, then sleep in
+ * epoll on the socket), so a reply wakes it directly; other requests (pool
+ * work) are waited on a condvar. */
 #include "runtime/request.h"
 
 
@@ -58,10 +59,22 @@ void nx_req_free(nexar_request *r) {
 
 /* Gives up on a request that made no progress: detaches it from the engine
  * under ep->mu so no buffer of it is touched afterwards. */
+const char *nx_req_what(nexar_request *r) {
+  if (r->what[0]) return r->what;
+  if (r->w_op)
+    snprintf(r->what, sizeof r->what, "%s #%llu on comm %llu: %s rank %u", r->w_op,
+             (unsigned long long)r->w_seq, (unsigned long long)r->w_comm, r->w_verb, r->peer);
+  else if (r->w_verb)
+    snprintf(r->what, sizeof r->what, "%s rank %u tag %llu on comm %llu", r->w_verb, r->peer,
+             (unsigned long long)r->w_tag, (unsigned long long)r->w_comm);
+  else
+    snprintf(r->what, sizeof r->what, "operation");
+  return r->what;
+}
+
 static void req_timeout(nexar_request *r) {
-  char msg[256];
-  snprintf(msg, sizeof msg, "%s: no progress for %u ms", r->what[0] ? r->what : "operation",
-           r->timeout_ms);
+  char msg[300];
+  snprintf(msg, sizeof msg, "%s: no progress for %u ms", nx_req_what(r), r->timeout_ms);
   if (r->ep) {
     pthread_mutex_lock(&r->ep->mu);
     if (!atomic_load(&r->done)) {
@@ -128,6 +141,7 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
   /* The progress thread notices within NX_DRIVER_POLL_NS that nobody drives
    * any more and watches the socket again; waking it here on every wait
    * would cost a hand-off per message, which is what this avoids. */
+  atomic_store(&ep->last_driver_ns, nx_now_ns());
   atomic_fetch_sub(&ep->spinners, 1);
 }
 

@@ -23,13 +23,20 @@ struct nexar_request {
   nexar_iovec *iov_copy;
   uint32_t timeout_ms; /* no progress for this long fails the op (0 = none) */
   uint32_t peer;       /* for messages */
-  char what[96];       /* "recv from rank 3 tag 7 on comm 0" */
+  char what[240];      /* the description, formatted when first needed */
+  /* what the operation is, kept as fields so the hot path formats nothing:
+   * "<op> #<seq> on comm <comm>: <verb> rank <peer>" (collectives, op set)
+   * or "<verb> rank <peer> tag <tag> on comm <comm>" */
+  const char *w_op, *w_verb;
+  uint64_t w_seq, w_comm, w_tag;
   atomic_uint_fast64_t progress_ns; /* last time bytes moved */
   void (*on_free)(nexar_request *r);
   atomic_int waiting; /* a thread sleeps in wait_driving */
   pthread_t waiter;
 };
 
+/* Fills r->what from the w_* fields unless it is set already; returns it. */
+const char *nx_req_what(nexar_request *r);
 /* Allocates a pending request (owned by the application until waited). */
 nexar_request *nx_req_new(void);
 /* Finishes req with rc; errtext (may be NULL) becomes nexar_last_error() of

@@ -19,6 +19,9 @@
 #define NX_BURST 64
 #define NX_FIN_BATCH 32               /* FIN-only packets wait for this many... */
 #define NX_FIN_DELAY_NS 2000000ull    /* ...or this long */
+#define NX_ACK_SLACK_NS 50000ull      /* idle connections: timer slack (see service) */
+#define NX_STREAM_CREDIT_BATCH 16     /* stream credit returns in batches... */
+#define NX_STREAM_CREDIT_DELAY_NS 1000000ull /* ...or after this long */
 #define NX_ALPN "nexar/1"
 #define NX_PRIO                                                                                    \
   "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"      \
@@ -49,6 +52,13 @@ struct nx_qconn {
   size_t nresets, capresets;
   nx_txmsg *act_head, *act_tail; /* opened messages with bytes to send */
   char proto_err[160];           /* why we refused the peer's bytes */
+  unsigned rx_since_write;       /* packets received since we last wrote */
+  size_t rx_bytes_since_write;   /* and their bytes: bulk traffic is ACKed at once */
+  int force_write;               /* credit was returned: tell the peer now */
+  uint64_t closed_streams;       /* remote streams closed, credit not yet returned */
+  uint64_t closed_since;         /* when the oldest of them closed */
+  uint64_t last_recovery_ts;     /* loss accounting (nexar_peer_stats.packets_lost) */
+  size_t last_pto;
   uint8_t *txbuf;
 };
 
@@ -183,7 +193,14 @@ static int cb_stream_close(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint6
     return 0;
   }
   if (sud) nx_rx_stream_close(qc->ep, sud);
-  ngtcp2_conn_extend_max_streams_bidi(conn, 1);
+  /* Stream credit goes back in batches: one MAX_STREAMS frame per closed
+   * stream would add a packet to every small message. */
+  if (qc->closed_streams++ == 0) qc->closed_since = nx_now_ns();
+  if (qc->closed_streams >= NX_STREAM_CREDIT_BATCH) {
+    ngtcp2_conn_extend_max_streams_bidi(conn, qc->closed_streams);
+    qc->closed_streams = 0;
+    qc->force_write = 1; /* the peer may be waiting for stream credit */
+  }
   return 0;
 }
 
@@ -473,6 +490,10 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
   path.remote.addrlen = fromlen;
   ngtcp2_pkt_info pi = {0};
   int rv = ngtcp2_conn_read_pkt(qc->conn, &path, &pi, pkt, len, nx_now_ns());
+  /* ACK-only packets are ~40 bytes; count only the ones that likely carry
+   * data, as ngtcp2's own "ACK every second ack-eliciting packet" rule does */
+  if (len > 64) qc->rx_since_write++;
+  qc->rx_bytes_since_write += len;
   if (qc->peer) {
     qc->peer->last_heard_ns = nx_now_ns();
   }
@@ -743,6 +764,15 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
     ngtcp2_conn_stat cs;
     ngtcp2_conn_get_conn_stat(qc->conn, &cs);
     qc->peer->st.smoothed_rtt_us = (double)cs.smoothed_rtt / 1000.0;
+    /* ngtcp2 0.12 exposes loss recovery episodes and PTOs, not a per-packet
+     * loss count: each new episode or probe timeout counts once */
+    if (cs.congestion_recovery_start_ts != qc->last_recovery_ts) {
+      if (qc->last_recovery_ts != 0 || cs.congestion_recovery_start_ts != UINT64_MAX)
+        qc->peer->st.packets_lost++;
+      qc->last_recovery_ts = cs.congestion_recovery_start_ts;
+    }
+    if (cs.pto_count > qc->last_pto) qc->peer->st.packets_lost += cs.pto_count - qc->last_pto;
+    qc->last_pto = cs.pto_count;
   }
   return rc;
 }
@@ -757,8 +787,30 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
       qc = nxt;
       continue;
     }
+    /* With nothing of ours to send, the only timers are delayed ACKs (which
+     * ngtcp2 arms at srtt/8, a few microseconds here) and loss detection: a
+     * little slack lets a lone ACK ride on the application's next message
+     * instead of costing a packet and a wake-up of the peer each time. Bulk
+     * traffic (two or more packets since the last write), pending data,
+     * credit updates and handshakes are written at once. */
+    if (qc->closed_streams && qc->closed_since + NX_STREAM_CREDIT_DELAY_NS <= now) {
+      ngtcp2_conn_extend_max_streams_bidi(qc->conn, qc->closed_streams);
+      qc->closed_streams = 0;
+      qc->force_write = 1;
+    }
+    int up = qc->peer && qc->peer->qc == qc && qc->peer->state == NX_PEER_UP;
+    int work = qc->act_head || (qc->peer && qc->peer->txq_head) || qc->nresets ||
+               qc->force_write || qc->rx_since_write >= 2 || qc->rx_bytes_since_write >= 4096 ||
+               (qc->nfins && (qc->nfins >= NX_FIN_BATCH || qc->fins_since + NX_FIN_DELAY_NS <= now));
+    static long slack_env = -1;
+    if (slack_env < 0)
+      slack_env = getenv("NX_ACK_SLACK") ? atol(getenv("NX_ACK_SLACK")) : (long)NX_ACK_SLACK_NS;
+    if (!slack_env) work = 1;
+    uint64_t slack = (!up || work) ? 0 : (uint64_t)slack_env;
     uint64_t exp = ngtcp2_conn_get_expiry(qc->conn);
-    if (exp <= now) {
+    if (exp != UINT64_MAX) exp += slack;
+    int due = exp <= now;
+    if (due) {
       int rv = ngtcp2_conn_handle_expiry(qc->conn, now);
       if (rv) {
         conn_failed(ep, qc, NEXAR_ERR_PEER_LOST,
@@ -768,10 +820,18 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
         continue;
       }
     }
-    int rv = conn_write(qc, now);
-    if (rv) conn_failed(ep, qc, NEXAR_ERR_PEER_LOST, ngtcp2_strerror(rv));
+    if (due || work || !up) {
+      int rv = conn_write(qc, now);
+      qc->rx_since_write = 0;
+      qc->rx_bytes_since_write = 0;
+      qc->force_write = 0;
+      if (rv) conn_failed(ep, qc, NEXAR_ERR_PEER_LOST, ngtcp2_strerror(rv));
+    }
     exp = ngtcp2_conn_get_expiry(qc->conn);
+    if (exp != UINT64_MAX) exp += slack;
     if (qc->nfins && qc->fins_since + NX_FIN_DELAY_NS < exp) exp = qc->fins_since + NX_FIN_DELAY_NS;
+    if (qc->closed_streams && qc->closed_since + NX_STREAM_CREDIT_DELAY_NS < exp)
+      exp = qc->closed_since + NX_STREAM_CREDIT_DELAY_NS;
     if (exp < next) next = exp;
     qc = nxt;
   }
@@ -781,10 +841,15 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
 void nx_qconn_extend(nx_qconn *qc, int64_t sid, uint64_t n, uint64_t boost) {
   if (!qc || qc->dead) return;
   ngtcp2_conn_extend_max_stream_offset(qc->conn, sid, n + boost);
+  qc->force_write = 1; /* a sender may be waiting for this credit */
 }
 
-void nx_qconn_kick(nx_qconn *qc) {
-  (void)qc; /* every service pass writes every connection */
+void nx_qconn_abandon(nx_qconn *qc) {
+  if (!qc) return;
+  /* its queued messages are freed by the caller: forget them first */
+  qc->dead = 1;
+  qc->act_head = qc->act_tail = NULL;
+  qc->nresets = 0;
 }
 
 

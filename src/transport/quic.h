@@ -18,8 +18,9 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
 uint64_t nx_quic_service(nx_ep *ep, uint64_t now);
 /* Returns credit for n consumed bytes of stream sid (boost adds extra window). */
 void nx_qconn_extend(nx_qconn *qc, int64_t sid, uint64_t n, uint64_t boost);
-/* Marks the connection as having data to write. */
-void nx_qconn_kick(nx_qconn *qc);
+/* The peer is dead: stop writing and forget queued messages (the engine
+ * frees them); the connection is freed by the next service pass. */
+void nx_qconn_abandon(nx_qconn *qc);
 /* Sends CONNECTION_CLOSE and frees every connection. */
 void nx_quic_close_all(nx_ep *ep);
 /* Frees a connection (its peer is dead or it never authenticated). */

@@ -35,3 +35,40 @@ add_test(NAME integration.tools COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integra
          ${CMAKE_BINARY_DIR})
 set_tests_properties(integration.tools PROPERTIES TIMEOUT 240 LABELS "integration")
 # END tools
+# BEGIN faults
+# Failure detection, nexar_abort and resource hygiene, black box from the API.
+# Ranks as threads: abort from a watchdog thread, abort seen by the peers,
+# failed_ranks/on_failure in a split child's numbering, later calls fail fast.
+add_test(NAME integration.fault COMMAND fault_test)
+set_tests_properties(integration.fault PROPERTIES TIMEOUT 120 LABELS "integration")
+# 100 local clusters and 20 seeds created and deleted: no thread, fd or heap left.
+add_test(NAME integration.hygiene COMMAND hygiene_test 100 10)
+set_tests_properties(integration.hygiene PROPERTIES TIMEOUT 120 LABELS "integration")
+# Processes: SIGKILL/SIGSTOP one rank before or during allreduce, barrier,
+# broadcast and point-to-point; survivors get PEER_LOST within the heartbeat bound.
+add_test(NAME integration.fault_processes
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/fault_proc_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:fault_worker>)
+set_tests_properties(integration.fault_processes PROPERTIES TIMEOUT 150 LABELS "integration")
+# Three network namespaces; one host's link is set down mid-run.
+add_test(NAME integration.netns_fault
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/netns_fault_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:fault_worker>)
+set_tests_properties(integration.netns_fault PROPERTIES TIMEOUT 90
+                     LABELS "integration;netns" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+# Bounded chaos soak (60 s of rounds): nft loss + NEXAR_TEST_IMPAIR on three hosts.
+add_test(NAME integration.chaos
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/chaos_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:chaos_worker> 60)
+set_tests_properties(integration.chaos PROPERTIES TIMEOUT 200 LABELS "chaos"
+                     SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+# END faults
+# BEGIN perf
+# nexar-perf smoke runs: ranks as threads, and as processes through its own seed.
+add_test(NAME integration.perf.threads
+         COMMAND nexar-perf all_reduce -n 2 -b 8 -e 64K -i 3 -w 1)
+add_test(NAME integration.perf.procs
+         COMMAND nexar-perf all_gather --procs -n 3 -b 8 -e 64K -f 8 -i 3 -w 1)
+set_tests_properties(integration.perf.threads integration.perf.procs PROPERTIES TIMEOUT 120
+                     LABELS "integration")
+# END perf
