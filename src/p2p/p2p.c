@@ -114,18 +114,30 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   return 0;
 }
 
-static int finish(int rc, nexar_request *r) {
+/* Waits for a blocking call and keeps the communicator's operation log. */
+static int finish(nexar_client *c, int rc, nexar_request *r, const char *op, uint32_t peer,
+                  uint32_t tag, uint64_t bytes) {
   if (rc) return rc;
+  pthread_mutex_lock(&c->ep->mu);
+  uint64_t id = nx_oplog_begin(&c->log, 0, op, bytes, peer, tag);
+  pthread_mutex_unlock(&c->ep->mu);
   rc = nx_req_wait(r); /* start_* succeeded, so r is set */
+  nx_comm_log_end(c, id, rc, rc ? nexar_last_error() : NULL);
   nx_req_free(r);
   return rc;
+}
+
+static uint64_t iov_bytes(const nexar_iovec *iov, size_t n) {
+  uint64_t t = 0;
+  for (size_t i = 0; iov && i < n; i++) t += iov[i].len;
+  return t;
 }
 
 int nexar_send_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t dest,
                    uint32_t tag) {
   nexar_request *r = NULL;
   int rc = start_send(c, iov, n, dest, tag, &r);
-  return finish(rc, r);
+  return finish(c, rc, r, "send", dest, tag, iov_bytes(iov, n));
 }
 
 int nexar_send(nexar_client *c, const void *buf, size_t len, uint32_t dest, uint32_t tag) {
@@ -144,7 +156,7 @@ int nexar_recv_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t s
                    uint32_t tag) {
   nexar_request *r = NULL;
   int rc = start_recv(c, iov, n, src, tag, &r);
-  return finish(rc, r);
+  return finish(c, rc, r, "recv", src, tag, iov_bytes(iov, n));
 }
 
 int nexar_recv(nexar_client *c, void *buf, size_t len, uint32_t src, uint32_t tag) {

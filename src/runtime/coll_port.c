@@ -19,6 +19,7 @@ struct nx_active_coll {
 
 struct nx_coll {
   nexar_client *c;
+  uint64_t log_id;
   nx_active_coll ac;
   nexar_request **reqs; /* outstanding, so a failure can cancel them */
   size_t nreqs, capreqs;
@@ -154,6 +155,13 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   }
   k->c = c;
   k->ac.seq = c->next_seq++;
+  k->log_id = nx_oplog_begin(&c->log, k->ac.seq, op_name(sig->op),
+                             sig->count * NX_MAX(nexar_dtype_size((nexar_dtype)sig->dtype), 1),
+                             sig->op == NX_COLL_BROADCAST || sig->op == NX_COLL_REDUCE ||
+                                     sig->op == NX_COLL_GATHER || sig->op == NX_COLL_SCATTER
+                                 ? sig->root
+                                 : UINT32_MAX,
+                             0);
   k->ac.sig = *sig;
   k->ac.k = k;
   k->ac.next = c->colls;
@@ -211,7 +219,8 @@ static int track(nx_coll *k, nexar_request *r) {
   return 0;
 }
 
-static nexar_request *new_req(nx_coll *k, int kind, uint32_t peer, const char *dir) {
+static nexar_request *new_req(nx_coll *k, int kind, uint32_t peer, const char *dir,
+                              uint32_t round, uint32_t seg) {
   nexar_request *r = nx_req_new();
   if (!r) return NULL;
   r->kind = kind;
@@ -222,6 +231,7 @@ static nexar_request *new_req(nx_coll *k, int kind, uint32_t peer, const char *d
   r->w_seq = k->ac.seq;
   r->w_comm = k->c->id;
   r->w_verb = dir;
+  r->w_tag = (uint64_t)round << 32 | seg; /* shown as "round R, segment S" */
   return r;
 }
 
@@ -229,7 +239,7 @@ int nx_coll_isend(nx_coll *k, uint32_t dest, uint32_t round, uint32_t seg, const
                   size_t len, nx_creq **out) {
   *out = NULL;
   nexar_client *c = k->c;
-  nexar_request *r = new_req(k, NX_REQ_SEND, dest, "sending to");
+  nexar_request *r = new_req(k, NX_REQ_SEND, dest, "sending to", round, seg);
   if (!r) return nx_fail(NEXAR_ERR_NOMEM, "collective send");
   nx_frame f = {0};
   f.kind = NX_KIND_COLL;
@@ -262,7 +272,7 @@ int nx_coll_irecv(nx_coll *k, uint32_t src, uint32_t round, uint32_t seg, void *
                   nx_creq **out) {
   *out = NULL;
   nexar_client *c = k->c;
-  nexar_request *r = new_req(k, NX_REQ_RECV, src, "no data from");
+  nexar_request *r = new_req(k, NX_REQ_RECV, src, "no data from", round, seg);
   if (!r) return nx_fail(NEXAR_ERR_NOMEM, "collective receive");
   r->recv.iov1 = (nexar_iovec){buf, len};
   r->recv.iov = &r->recv.iov1;
@@ -385,6 +395,7 @@ int nx_coll_end(nx_coll *k, int rc) {
     nx_req_free(k->reqs[i]);
   }
   free(k->reqs);
+  nx_comm_log_end(c, k->log_id, rc, rc ? why : NULL);
   free(k);
   if (rc) nx_set_error_text(why);
   return rc;

@@ -53,6 +53,17 @@ int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uin
   return 0;
 }
 
+void nx_comm_log_end(nx_comm *c, uint64_t id, int rc, const char *detail) {
+  pthread_mutex_lock(&c->ep->mu);
+  nx_oplog_end(&c->log, id, rc, detail);
+  if (rc == NEXAR_ERR_TIMEOUT) {
+    NX_ERROR("timeout on comm %llu rank %u: %s", (unsigned long long)c->id, c->rank,
+             detail ? detail : "");
+    if (nx_oplog_dump_on_timeout()) nx_oplog_dump(&c->log, stderr, c->id, c->rank);
+  }
+  pthread_mutex_unlock(&c->ep->mu);
+}
+
 nx_comm *nx_comm_find(nx_ep *ep, uint64_t id) {
   for (nx_comm *c = ep->comms; c; c = c->next)
     if (c->id == id) return c;

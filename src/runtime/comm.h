@@ -5,6 +5,7 @@
 #define NX_RUNTIME_COMM_H
 
 #include "runtime/engine.h"
+#include "runtime/oplog.h"
 
 typedef struct nx_rpc_handler {
   uint16_t fn_id;
@@ -42,7 +43,12 @@ struct nexar_client {
   uint32_t *dead; /* sorted comm ranks */
   size_t ndead;
   nexar_seed *owned_seed; /* torchrun mode: rank 0 hosts the seed */
+  nx_oplog log;           /* recent operations, under ep->mu */
 };
+
+/* Ends log entry id; on a timeout writes the log to stderr when
+ * NEXAR_DUMP_ON_TIMEOUT is set. Takes ep->mu. */
+void nx_comm_log_end(nx_comm *c, uint64_t id, int rc, const char *detail);
 
 /* Creates a communicator over ep (takes a reference on ep). */
 int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uint32_t my_root,

@@ -62,8 +62,9 @@ void nx_req_free(nexar_request *r) {
 const char *nx_req_what(nexar_request *r) {
   if (r->what[0]) return r->what;
   if (r->w_op)
-    snprintf(r->what, sizeof r->what, "%s #%llu on comm %llu: %s rank %u", r->w_op,
-             (unsigned long long)r->w_seq, (unsigned long long)r->w_comm, r->w_verb, r->peer);
+    snprintf(r->what, sizeof r->what, "%s #%llu on comm %llu: %s rank %u (round %u, segment %u)",
+             r->w_op, (unsigned long long)r->w_seq, (unsigned long long)r->w_comm, r->w_verb,
+             r->peer, (unsigned)(r->w_tag >> 32), (unsigned)(r->w_tag & 0xffffffffu));
   else if (r->w_verb)
     snprintf(r->what, sizeof r->what, "%s rank %u tag %llu on comm %llu", r->w_verb, r->peer,
              (unsigned long long)r->w_tag, (unsigned long long)r->w_comm);

@@ -1,0 +1,56 @@
+/* The per-communicator operation ring buffer (hang diagnostics). */
+#include "runtime/oplog.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t nx_oplog_begin(nx_oplog *l, uint64_t seq, const char *op, uint64_t bytes, uint32_t peer,
+                        uint64_t tag) {
+  uint64_t id = l->next++;
+  nx_oplog_entry *e = &l->e[id % NX_OPLOG_SIZE];
+  memset(e, 0, sizeof *e);
+  e->id = id;
+  e->seq = seq;
+  e->op = op;
+  e->bytes = bytes;
+  e->peer = peer;
+  e->tag = tag;
+  e->state = NX_OP_RUNNING;
+  e->t_start = nx_now_ns();
+  return id;
+}
+
+void nx_oplog_end(nx_oplog *l, uint64_t id, int rc, const char *detail) {
+  nx_oplog_entry *e = &l->e[id % NX_OPLOG_SIZE];
+  if (e->id != id || e->state != NX_OP_RUNNING) return; /* overwritten since */
+  e->state = rc ? NX_OP_FAILED : NX_OP_DONE;
+  e->rc = rc;
+  e->t_end = nx_now_ns();
+  if (rc && detail) snprintf(e->detail, sizeof e->detail, "%s", detail);
+}
+
+void nx_oplog_dump(const nx_oplog *l, FILE *f, uint64_t comm_id, uint32_t rank) {
+  static const char *states[] = {"running", "done", "failed"};
+  uint64_t now = nx_now_ns();
+  uint64_t first = l->next > NX_OPLOG_SIZE ? l->next - NX_OPLOG_SIZE : 0;
+  fprintf(f, "nexar: recent operations of comm %llu on rank %u (oldest first):\n",
+          (unsigned long long)comm_id, rank);
+  for (uint64_t id = first; id < l->next; id++) {
+    const nx_oplog_entry *e = &l->e[id % NX_OPLOG_SIZE];
+    char peer[24] = "-";
+    if (e->peer != UINT32_MAX) snprintf(peer, sizeof peer, "%u", e->peer);
+    double age = (double)(now - e->t_start) / 1e6;
+    double took = e->t_end ? (double)(e->t_end - e->t_start) / 1e6 : age;
+    fprintf(f, "  #%-5llu %-20s seq %-6llu bytes %-12llu peer/root %-5s tag %-8llu %-7s "
+               "started %.1f ms ago, %s %.1f ms%s%s\n",
+            (unsigned long long)e->id, e->op ? e->op : "?", (unsigned long long)e->seq,
+            (unsigned long long)e->bytes, peer, (unsigned long long)e->tag, states[e->state], age,
+            e->t_end ? "took" : "running for", took, e->detail[0] ? ": " : "", e->detail);
+  }
+  fflush(f);
+}
+
+int nx_oplog_dump_on_timeout(void) {
+  const char *v = getenv("NEXAR_DUMP_ON_TIMEOUT");
+  return v && *v && strcmp(v, "0") != 0 && strcmp(v, "false") != 0 && strcmp(v, "no") != 0;
+}
