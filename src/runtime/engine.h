@@ -189,7 +189,8 @@ struct nx_ep {
   int wake_pending;
   int in_progress; /* a progress step is running (possibly in this call chain) */
   uint64_t sleep_until;
-  char auth_why[200]; /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes by itself (0: awake) */
+  char auth_why[200];
+  uint64_t dropped_datagrams, dropped_logged_ns; /* garbage on the socket */ /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes by itself (0: awake) */
 };
 
 /* ---- engine.c */

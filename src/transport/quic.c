@@ -19,6 +19,7 @@
 #define NX_BURST 64
 #define NX_FIN_BATCH 32               /* FIN-only packets wait for this many... */
 #define NX_FIN_DELAY_NS 2000000ull    /* ...or this long */
+#define NX_MAX_PENDING_HANDSHAKES 64
 #define NX_ACK_SLACK_NS 50000ull      /* idle connections: timer slack (see service) */
 #define NX_STREAM_CREDIT_BATCH 16     /* stream credit returns in batches... */
 #define NX_STREAM_CREDIT_DELAY_NS 1000000ull /* ...or after this long */
@@ -307,8 +308,11 @@ static void fill_settings(nx_qconn *qc, ngtcp2_settings *st, ngtcp2_transport_pa
   st->max_window = 64u << 20;
   st->max_stream_window = 32u << 20;
   st->initial_rtt = 1 * NGTCP2_MILLISECONDS;
-  st->handshake_timeout = (uint64_t)NX_MAX(qc->ep->cfg.connect_timeout_ms, 1000u) *
-                          NGTCP2_MILLISECONDS;
+  /* A client waits for its peer as long as formation may take; a server
+   * gives an unauthenticated handshake 10 s, so half-open ones do not pile up */
+  uint64_t hs_ms = qc->ep->cfg.connect_timeout_ms ? qc->ep->cfg.connect_timeout_ms : 3600000u;
+  if (qc->is_server && hs_ms > 10000) hs_ms = 10000;
+  st->handshake_timeout = NX_MAX(hs_ms, 1000u) * NGTCP2_MILLISECONDS;
   tp->initial_max_data = 64u << 20;
   tp->initial_max_stream_data_bidi_local = NX_STREAM_WINDOW;
   tp->initial_max_stream_data_bidi_remote = NX_STREAM_WINDOW;
@@ -354,12 +358,7 @@ static nx_qconn *qconn_alloc(nx_ep *ep, const struct sockaddr *remote, socklen_t
                              int server) {
   nx_qconn *qc = nx_calloc(1, sizeof *qc);
   if (!qc) return NULL;
-  qc->txbuf = malloc((size_t)NX_BURST * 65536);
-  if (!qc->txbuf) {
-    free(qc);
-    return NULL;
-  }
-  qc->ep = ep;
+  qc->ep = ep; /* the 4 MiB send buffer comes with the first write */
   qc->is_server = server;
   memcpy(&qc->remote, remote, len);
   qc->remotelen = len;
@@ -441,6 +440,10 @@ static nx_qconn *accept_conn(nx_ep *ep, const struct sockaddr *from, socklen_t f
   ngtcp2_pkt_hd hd;
   if (ngtcp2_accept(&hd, pkt, len) != 0) return NULL;
   if (!ep->creds) return NULL; /* not started: the client retransmits */
+  /* bound the handshakes in progress, so Initial floods cost little */
+  int pending = 0;
+  for (nx_qconn *x = ep->conns; x; x = x->next) pending += x->peer == NULL;
+  if (pending >= NX_MAX_PENDING_HANDSHAKES) return NULL;
   nx_qconn *qc = qconn_alloc(ep, from, fromlen, 1);
   if (!qc) return NULL;
   ngtcp2_cid scid;
@@ -478,11 +481,20 @@ static void conn_failed(nx_ep *ep, nx_qconn *qc, int code, const char *why) {
 void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen, uint8_t *pkt,
                          size_t len) {
   ngtcp2_version_cid vc;
-  if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, NX_SCID_LEN) != 0) return;
-  nx_qconn *qc = cid_find(ep, vc.dcid, vc.dcidlen);
-  if (!qc) {
-    qc = accept_conn(ep, from, fromlen, pkt, len);
-    if (!qc) return;
+  nx_qconn *qc = NULL;
+  if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, NX_SCID_LEN) != 0 ||
+      (!(qc = cid_find(ep, vc.dcid, vc.dcidlen)) &&
+       !(qc = accept_conn(ep, from, fromlen, pkt, len)))) {
+    /* not QUIC, or not for a connection of ours: dropped, and reported (at
+     * most once a second, so a flood cannot flood the log too) */
+    ep->dropped_datagrams++;
+    uint64_t now = nx_now_ns();
+    if (now - ep->dropped_logged_ns > 1000000000ull) {
+      ep->dropped_logged_ns = now;
+      NX_WARN("dropped %llu datagram(s) that are not QUIC packets of this cluster (last: %zu "
+              "bytes)", (unsigned long long)ep->dropped_datagrams, len);
+    }
+    return;
   }
   if (qc->dead) return;
   ngtcp2_path path = make_path(qc);
@@ -534,11 +546,12 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
       ngtcp2_connection_close_error ce;
       ngtcp2_connection_close_error_set_transport_error_liberr(&ce, rv, (uint8_t *)why,
                                                                strlen(why));
-      ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, qc->txbuf,
-                                                          1500, &ce, nx_now_ns());
+      uint8_t buf[1500];
+      ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, buf,
+                                                          sizeof buf, &ce, nx_now_ns());
       if (n > 0) {
         size_t l = (size_t)n;
-        nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, qc->txbuf, &l, 1);
+        nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, buf, &l, 1);
       }
     }
     conn_failed(ep, qc, code, why);
@@ -651,6 +664,7 @@ static void flush(nx_qconn *qc, size_t *lens, size_t *npk, size_t *off) {
  * round-robin across streams, then ACK/control-only packets. */
 static int conn_write(nx_qconn *qc, uint64_t now) {
   if (qc->dead) return 0;
+  if (!qc->txbuf && !(qc->txbuf = malloc((size_t)NX_BURST * 65536))) return 0;
   if (qc->peer && qc->peer->qc == qc && qc->peer->state == NX_PEER_UP) open_streams(qc);
   for (size_t i = 0; i < qc->nresets; i++) { /* cancelled sends: ngtcp2 lets go of them */
     nx_txmsg *m = qc->resets[i];
@@ -877,11 +891,12 @@ void nx_quic_close_all(nx_ep *ep) {
       ngtcp2_path_storage_zero(&ps);
       ngtcp2_connection_close_error ce;
       ngtcp2_connection_close_error_set_application_error(&ce, NX_APP_GOODBYE, NULL, 0);
-      ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, qc->txbuf,
-                                                          1500, &ce, nx_now_ns());
+      uint8_t buf[1500];
+      ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, buf,
+                                                          sizeof buf, &ce, nx_now_ns());
       if (n > 0) {
         size_t l = (size_t)n;
-        nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, qc->txbuf, &l, 1);
+        nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, buf, &l, 1);
       }
     }
     /* drop queued and in-flight messages' references first */

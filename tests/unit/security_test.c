@@ -1,7 +1,11 @@
 /* Refusals: a wrong-token joiner, a member presenting another rank's (or a
  * foreign CA's) certificate, and malformed frames from an authenticated peer.
  * Uses internal APIs to build the impostors. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,7 +182,42 @@ static void test_malformed(int what) {
   printf("ok malformed frame %d closed the connection with PROTOCOL\n", what);
 }
 
+/* Random datagrams and fake QUIC Initials at a rank's port: dropped and
+ * reported, and the cluster keeps working. */
+static void test_garbage(void) {
+  nexar_config cfg = base_cfg(NULL, 5000);
+  nexar_client *c[2];
+  CHECK(nexar_bootstrap_local(c, 2, &cfg) == 0, "bootstrap");
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons(nx_ep_port(c[1]->ep))};
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  uint8_t b[1400];
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 3000; i++) {
+    size_t len = 1 + (size_t)i % sizeof b;
+    for (size_t j = 0; j < len; j++) x ^= x << 13, x ^= x >> 7, x ^= x << 17, b[j] = (uint8_t)x;
+    if (i % 3 == 0 && len >= 1200) { /* looks like a QUIC v1 Initial */
+      b[0] = 0xc0, b[1] = 0, b[2] = 0, b[3] = 0, b[4] = 1, b[5] = 8;
+    }
+    sendto(fd, b, len, 0, (struct sockaddr *)&to, sizeof to);
+  }
+  close(fd);
+  char buf[8];
+  for (int i = 0; i < 50; i++) {
+    CHECK(nexar_send(c[0], "ok", 3, 1, 4) == 0, "send after garbage");
+    CHECK(nexar_recv(c[1], buf, 3, 0, 4) == 0 && !strcmp(buf, "ok"), "recv after garbage");
+  }
+  pthread_mutex_lock(&c[1]->ep->mu);
+  uint64_t dropped = c[1]->ep->dropped_datagrams;
+  pthread_mutex_unlock(&c[1]->ep->mu);
+  CHECK(dropped > 0, "garbage was not counted");
+  for (int i = 0; i < 2; i++) nexar_client_del(c[i]);
+  printf("ok garbage datagrams dropped (%llu) and reported; cluster unaffected\n",
+         (unsigned long long)dropped);
+}
+
 int main(void) {
+  test_garbage();
   test_wrong_token();
   impostor(0);
   impostor(1);
