@@ -72,6 +72,10 @@ int nx_frame_decode(const uint8_t *in, size_t len, nx_frame *f) {
   f->length = get64(in + 48);
   f->status = (int32_t)get32(in + 56);
   if (f->length > NX_FRAME_MAX_PAYLOAD) return NEXAR_ERR_PROTOCOL;
-  if (f->flags & ~(uint8_t)NX_FLAG_LAST) return NEXAR_ERR_PROTOCOL;
+  if (f->flags & ~(uint8_t)(NX_FLAG_LAST | NX_FLAG_RNDV)) return NEXAR_ERR_PROTOCOL;
+  if ((f->flags & NX_FLAG_RNDV) &&
+      (f->status < 16 || f->status > 16 + 16 * 64 ||
+       (f->kind != NX_KIND_P2P && f->kind != NX_KIND_COLL)))
+    return NEXAR_ERR_PROTOCOL;
   return 0;
 }

@@ -21,11 +21,17 @@ enum nx_frame_kind {
   NX_KIND_HEARTBEAT = 5, /* liveness, consumed by the engine */
   NX_KIND_ABORT = 6,     /* comm aborted by the sender */
   NX_KIND_COLL_FAIL = 7, /* collective `tag` failed on the sender (status = code) */
-  NX_KIND_MAX = 7
+  NX_KIND_RNDV_DONE = 8, /* receiver read rendezvous `tag` (status = result) */
+  NX_KIND_SHM_HELLO = 9, /* same-host probe: pid, address and value of a cookie */
+  NX_KIND_SHM_OK = 10,   /* the sender can read our memory: rendezvous allowed */
+  NX_KIND_MAX = 10
 };
 
 enum nx_frame_flags {
   NX_FLAG_LAST = 1u << 0, /* last segment of a chunked message */
+  NX_FLAG_RNDV = 1u << 1, /* same-host rendezvous: the payload on the wire is a
+                           * descriptor of `status` bytes; `length` is the
+                           * message's, read with process_vm_readv */
 };
 
 typedef struct nx_frame {

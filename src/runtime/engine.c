@@ -18,6 +18,8 @@
 #include "transport/quic.h"
 
 static void *progress_main(void *arg);
+static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iovec *iov,
+                      size_t niov, nexar_request *req, nx_txmsg **out);
 
 /* While application threads drive progress, the progress thread looks this
  * often whether they still do. */
@@ -44,7 +46,7 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   atomic_init(&ep->refs, 1);
   ep->hb_interval_ns = (uint64_t)ep->cfg.heartbeat_interval_ms * 1000000ull;
   ep->hb_timeout_ns = (uint64_t)ep->cfg.heartbeat_timeout_ms * 1000000ull;
-  if ((rc = nx_quic_cc_from_env(&ep->cc_algo))) goto fail;
+  if ((rc = nx_quic_cc_from_env(&ep->cc_algo)) || (rc = nx_random(ep->shm_cookie, 16))) goto fail;
   rc = nx_udp_open(&ep->udp, bind_host, port);
   if (rc) goto fail;
   ep->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -201,14 +203,44 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
   nx_peer *p = &ep->peers[dest];
   if (p->state == NX_PEER_DEAD)
     return nx_fail(p->dead_code, "send to rank %u: peer lost (%s)", dest, p->why);
+  int eager = len <= NX_EAGER_MAX || !req;
+  if (!eager && p->shm_ok) { /* same host: the reader copies it from our buffer */
+    int t = nx_rndv_send_locked(ep, p, &fr, iov, niov, len, req);
+    if (t < 0) return t;
+    if (t == 1) {
+      p->st.messages_sent++;
+      p->st.bytes_sent += len;
+      return 0;
+    }
+  }
+  int rc = send_frame(ep, p, &fr, iov, niov, eager ? NULL : req, out);
+  if (!rc && eager && req) nx_req_complete(req, 0, NULL); /* the data was copied */
+  return rc;
+}
+
+int nx_ep_send_raw_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                          size_t niov, uint64_t length, nx_txmsg **out) {
+  nx_frame fr = *f;
+  fr.src = ep->rank;
+  fr.length = length;
+  return send_frame(ep, p, &fr, iov, niov, NULL, out);
+}
+
+/* Queues one message: copied when req is NULL (eager), else zero-copy with
+ * req completed at the peer's final acknowledgement. */
+static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iovec *iov,
+                      size_t niov, nexar_request *req, nx_txmsg **out) {
+  uint32_t dest = p->rank;
+  uint64_t len = 0;
+  for (size_t i = 0; i < niov; i++) len += iov[i].len;
   nx_txmsg *m = nx_calloc(1, sizeof *m);
   if (!m) return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", dest);
   m->ep = ep;
   m->peer = p;
   m->sid = -1;
-  nx_frame_encode(&fr, m->hdr);
+  nx_frame_encode(fr, m->hdr);
   m->total = NX_FRAME_HDR_LEN + len;
-  int eager = len <= NX_EAGER_MAX || !req;
+  int eager = req == NULL;
   if (eager) {
     if (len) {
       m->owned = malloc((size_t)len);
@@ -227,7 +259,6 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
     m->iov1.len = (size_t)len;
     m->iov = &m->iov1;
     m->niov = 1;
-    if (req) nx_req_complete(req, 0, NULL);
   } else {
     m->owned = malloc(niov * sizeof *iov);
     if (!m->owned) {
@@ -246,12 +277,15 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
   if (p->txq_tail) p->txq_tail->next = m;
   else p->txq_head = m;
   p->txq_tail = m;
-  p->st.messages_sent++;
-  p->st.bytes_sent += len;
+  if (!(fr->flags & NX_FLAG_RNDV)) {
+    p->st.messages_sent++;
+    p->st.bytes_sent += len;
+  }
   if (out) *out = m;
   if (!ep->in_progress && (!ep->thr_started || !pthread_equal(pthread_self(), ep->thr))) {
-    /* an application thread: write now instead of waking the progress thread */
-    uint64_t next = nx_ep_progress_locked(ep);
+    /* an application thread: write now instead of waking the progress thread
+     * (receiving is left to whoever waits next) */
+    uint64_t next = nx_ep_progress2_locked(ep, 0);
     /* the progress thread needs to re-arm its timer only if nobody drives */
     if (next < ep->sleep_until && atomic_load(&ep->spinners) == 0) nx_ep_wake(ep);
   }
@@ -291,6 +325,7 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
   int code = p->dead_code;
   char msg[256];
   snprintf(msg, sizeof msg, "rank %u lost: %s", p->rank, why);
+  nx_rndv_peer_dead_locked(ep, p, code, msg);
   for (nx_txmsg *m = ep->tx_all, *n; m; m = n) {
     n = m->all_next;
     if (m->peer != p) continue;
@@ -412,10 +447,15 @@ static uint64_t heartbeats(nx_ep *ep, uint64_t now) {
  * ep->mu gives, not one particular thread), which saves two thread wake-ups
  * per message on small messages. Returns the next deadline. */
 uint64_t nx_ep_progress_locked(nx_ep *ep) {
+  return nx_ep_progress2_locked(ep, 1);
+}
+
+uint64_t nx_ep_progress2_locked(nx_ep *ep, int do_recv) {
   if (ep->in_progress) return 0; /* re-entered from a send made by this step */
   ep->in_progress = 1;
-  for (int budget = 0; budget < 16; budget++)
-    if (nx_udp_recv(&ep->udp, on_dgram, ep) == 0) break;
+  /* a short batch means the socket is drained: no extra EAGAIN syscall */
+  for (int budget = 0; do_recv && budget < 16; budget++)
+    if (nx_udp_recv(&ep->udp, on_dgram, ep) < NX_UDP_RX_BATCH) break;
   uint64_t now = nx_now_ns();
   nx_ep_credit_flush(ep);
   uint64_t next = heartbeats(ep, now);
@@ -539,6 +579,8 @@ void nx_ep_unref(nx_ep *ep) {
     ep->posted_head = r->next;
     nx_recv_finish(ep, r, NEXAR_ERR_ABORTED, "endpoint closed");
   }
+  for (uint32_t j = 0; ep->peers && j < ep->world; j++)
+    nx_rndv_peer_dead_locked(ep, &ep->peers[j], NEXAR_ERR_ABORTED, "endpoint closed");
   pthread_mutex_unlock(&ep->mu);
   nx_udp_close(&ep->udp);
   close(ep->epfd);

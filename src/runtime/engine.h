@@ -26,6 +26,7 @@ typedef struct nx_rxstream nx_rxstream;
 typedef struct nx_msg nx_msg;
 typedef struct nx_recv nx_recv;
 typedef struct nexar_client nx_comm;
+typedef struct nx_rndv nx_rndv;
 
 /* Sends up to this size are copied, so a blocking send returns at once. */
 #define NX_EAGER_MAX (256u * 1024u)
@@ -80,6 +81,7 @@ struct nx_rxstream {
 
 /* A message whose header has arrived. */
 struct nx_msg {
+  uint64_t wire_len;    /* payload bytes on the stream (a descriptor for rendezvous) */
   nx_msg *next;         /* unexpected queue */
   nx_msg *next_pending; /* waiting for earlier streams of its peer */
   int64_t sid;
@@ -122,6 +124,7 @@ struct nx_recv {
   uint8_t *anybuf;   /* its payload, handed over on completion */
   uint64_t anysize;
   int32_t status;    /* the frame's status field (RPC replies) */
+  int reading;       /* a rendezvous copy into it is running: must not be cancelled */
 };
 
 struct nx_peer {
@@ -141,6 +144,7 @@ struct nx_peer {
   uint64_t next_hb_ns;
   char why[160]; /* reason it died */
   int dead_code; /* what its pending operations got */
+  int shm_ok;    /* same host and it can read our memory: large sends by rendezvous */
   int departed;  /* closed gracefully */
   nexar_peer_stats st;
 };
@@ -175,6 +179,10 @@ struct nx_ep {
   uint64_t unexp_bytes;
   nx_rxstream *credit_list;
   nx_txmsg *tx_all;
+  /* same-host rendezvous (process_vm_readv): sends waiting for their reader */
+  nx_rndv *rndv_head;
+  uint64_t rndv_next;
+  uint8_t shm_cookie[16]; /* a peer reads it to prove it can read our memory */
   nx_rxstream *rx_all;
   /* communicators sharing this endpoint */
   nx_comm *comms;
@@ -206,10 +214,16 @@ uint16_t nx_ep_port(const nx_ep *ep);
 void nx_ep_wake(nx_ep *ep); /* under ep->mu */
 /* One progress step (receive, timers, writes) under ep->mu; next deadline. */
 uint64_t nx_ep_progress_locked(nx_ep *ep);
+/* The same without receiving (do_recv = 0): the send path only writes. */
+uint64_t nx_ep_progress2_locked(nx_ep *ep, int do_recv);
 /* Queues a message to a peer (or delivers it locally); under ep->mu. On
  * success the txmsg belongs to the engine. */
 int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_iovec *iov,
                       size_t niov, nexar_request *req, nx_txmsg **out);
+/* Queues a message whose header carries `length` (not the payload size):
+ * rendezvous descriptors. Always copied. */
+int nx_ep_send_raw_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                          size_t niov, uint64_t length, nx_txmsg **out);
 /* Marks a peer dead (under ep->mu) and fails everything waiting on it with
  * code (PEER_LOST, or PROTOCOL when it sent malformed bytes). */
 void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why);
@@ -218,6 +232,24 @@ void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why);
 void nx_peer_departed_locked(nx_ep *ep, nx_peer *p);
 /* Cancels a zero-copy send that timed out (under ep->mu). */
 void nx_tx_cancel_locked(nx_ep *ep, nx_txmsg *m, int rc);
+
+/* ---- rndv.c: same-host rendezvous */
+#define NX_RNDV_MAX_IOV 64
+/* Sends the descriptor of a large message to a same-host peer (under
+ * ep->mu); req completes when the peer has read it. 1 if it took the send,
+ * 0 if the rendezvous path does not apply, <0 on error. */
+int nx_rndv_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                        size_t niov, uint64_t len, nexar_request *req);
+/* Receiver: reads a matched rendezvous message into r and tells the sender. */
+int nx_rndv_read_locked(nx_ep *ep, nx_msg *m, nx_recv *r);
+/* Control frames of the rendezvous protocol (complete messages). */
+void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m);
+/* A timed-out send asks its reader to drop the descriptor (it still waits). */
+void nx_rndv_cancel_locked(nx_ep *ep, nexar_request *req);
+/* Fails rendezvous sends to a dead peer and drops its queued descriptors. */
+void nx_rndv_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why);
+/* Connection up: offer our cookie so a same-host peer can prove it reads us. */
+void nx_rndv_hello_locked(nx_ep *ep, nx_peer *p);
 
 /* ---- msg.c: stream <-> message plumbing, called from quic.c */
 void nx_rx_stream_open(nx_ep *ep, nx_peer *p, int64_t sid, nx_rxstream **out);

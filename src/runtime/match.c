@@ -55,7 +55,7 @@ void nx_match_unqueue(nx_ep *ep, nx_msg *m) {
 static void bind_msg(nx_ep *ep, nx_msg *m, nx_recv *r) {
   m->rcv = r;
   r->msg = m;
-  if (!r->anylen && m->got) {
+  if (!r->anylen && m->got && !(m->f.flags & NX_FLAG_RNDV)) {
     nx_iov_copy_in(r->iov, r->niov, 0, m->buf, (size_t)m->got);
     r->got = m->got;
     ep->unexp_bytes -= NX_MIN(ep->unexp_bytes, m->got);
@@ -141,6 +141,9 @@ void nx_match_arrived(nx_ep *ep, nx_msg *m) {
     nx_msg_finish_if_complete(ep, m);
     return;
   case NX_KIND_RPC_REQ:
+  case NX_KIND_RNDV_DONE:
+  case NX_KIND_SHM_HELLO:
+  case NX_KIND_SHM_OK:
     nx_msg_finish_if_complete(ep, m);
     return;
   case NX_KIND_COLL:

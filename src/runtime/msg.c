@@ -9,7 +9,12 @@
 
 static int is_internal(uint8_t kind) {
   return kind == NX_KIND_RPC_REQ || kind == NX_KIND_RPC_RESP || kind == NX_KIND_HEARTBEAT ||
-         kind == NX_KIND_ABORT || kind == NX_KIND_COLL_FAIL;
+         kind == NX_KIND_ABORT || kind == NX_KIND_COLL_FAIL || kind == NX_KIND_RNDV_DONE ||
+         kind == NX_KIND_SHM_HELLO || kind == NX_KIND_SHM_OK;
+}
+
+static int is_rndv_ctl(uint8_t kind) {
+  return kind == NX_KIND_RNDV_DONE || kind == NX_KIND_SHM_HELLO || kind == NX_KIND_SHM_OK;
 }
 
 /* ------------------------------------------------------------- outgoing */
@@ -112,7 +117,7 @@ static int grow_buf(nx_msg *m, uint64_t need) {
   if (need <= m->bufcap) return 0;
   uint64_t cap = m->bufcap ? m->bufcap * 2 : 4096;
   while (cap < need) cap *= 2;
-  if (cap > m->f.length) cap = m->f.length;
+  if (cap > m->wire_len) cap = m->wire_len;
   uint8_t *b = realloc(m->buf, (size_t)cap);
   if (!b) return NEXAR_ERR_NOMEM;
   m->buf = b;
@@ -122,16 +127,17 @@ static int grow_buf(nx_msg *m, uint64_t need) {
 
 static int consume(nx_ep *ep, nx_rxstream *rs, nx_msg *m, const uint8_t *d, size_t n,
                    uint64_t *credit) {
-  if (m->f.length - m->got < n)
+  if (m->wire_len - m->got < n)
     return nx_fail(NEXAR_ERR_PROTOCOL, "rank %u sent more payload than its header declared",
                    m->f.src);
-  m->peer->st.bytes_received += n;
+  int rndv = (m->f.flags & NX_FLAG_RNDV) != 0;
+  if (!rndv) m->peer->st.bytes_received += n;
   if (m->discard) {
     m->got += n;
     *credit += n;
     return 0;
   }
-  if (m->rcv) {
+  if (m->rcv && !rndv) { /* a rendezvous descriptor is kept for the reader */
     nx_match_data(ep, m, d, n);
     *credit += n;
     return 0;
@@ -140,7 +146,7 @@ static int consume(nx_ep *ep, nx_rxstream *rs, nx_msg *m, const uint8_t *d, size
                                               m->f.src);
   memcpy(m->buf + m->got, d, n);
   m->got += n;
-  if (is_internal(m->f.kind)) {
+  if (is_internal(m->f.kind) || rndv) {
     *credit += n;
   } else {
     ep->unexp_bytes += n;
@@ -172,11 +178,15 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
         return nx_fail(NEXAR_ERR_PROTOCOL, "control frame of %llu bytes from rank %u",
                        (unsigned long long)f.length, p->rank);
       if ((f.kind == NX_KIND_HEARTBEAT || f.kind == NX_KIND_ABORT ||
-           f.kind == NX_KIND_COLL_FAIL) && f.length != 0)
+           f.kind == NX_KIND_COLL_FAIL || f.kind == NX_KIND_RNDV_DONE ||
+           f.kind == NX_KIND_SHM_OK) && f.length != 0)
         return nx_fail(NEXAR_ERR_PROTOCOL, "control frame with payload from rank %u", p->rank);
+      if (f.kind == NX_KIND_SHM_HELLO && f.length != 32)
+        return nx_fail(NEXAR_ERR_PROTOCOL, "malformed same-host probe from rank %u", p->rank);
       nx_msg *m = nx_calloc(1, sizeof *m);
       if (!m) return nx_fail(NEXAR_ERR_NOMEM, "frame from rank %u", p->rank);
       m->f = f;
+      m->wire_len = (f.flags & NX_FLAG_RNDV) ? (uint64_t)f.status : f.length;
       m->peer = p;
       m->rs = rs;
       m->sid = rs->sid;
@@ -201,9 +211,9 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
   if (fin) {
     rs->fin = 1;
     if (!m) return 0;
-    if (m->got != m->f.length)
+    if (m->got != m->wire_len)
       return nx_fail(NEXAR_ERR_PROTOCOL, "rank %u ended a message after %llu of %llu bytes",
-                     p->rank, (unsigned long long)m->got, (unsigned long long)m->f.length);
+                     p->rank, (unsigned long long)m->got, (unsigned long long)m->wire_len);
     rs->msg = NULL;
     m->rs = NULL;
     m->complete = 1;
@@ -267,6 +277,14 @@ static void msg_finish(nx_ep *ep, nx_msg *m) {
     if (!m->queued) nx_msg_free(ep, m);
     return;
   }
+  if (m->rcv && (m->f.flags & NX_FLAG_RNDV)) { /* copy from the sender's memory */
+    nx_recv *r = m->rcv;
+    r->msg = NULL;
+    m->rcv = NULL;
+    if (m->rs) m->rs->msg = NULL, m->rs = NULL;
+    nx_rndv_read_locked(ep, m, r); /* frees m when done */
+    return;
+  }
   if (m->rcv) {
     nx_recv *r = m->rcv;
     r->msg = NULL;
@@ -282,6 +300,11 @@ static void msg_finish(nx_ep *ep, nx_msg *m) {
   }
   if (m->f.kind == NX_KIND_RPC_REQ && !m->queued) {
     nx_rpc_on_request_locked(ep, m);
+    return;
+  }
+  if (is_rndv_ctl(m->f.kind)) {
+    nx_rndv_on_frame_locked(ep, m);
+    nx_msg_free(ep, m);
     return;
   }
   if (m->queued) pthread_cond_broadcast(&ep->cv);
@@ -334,6 +357,7 @@ int nx_local_deliver(nx_ep *ep, const nx_frame *f, const nexar_iovec *iov, size_
     }
   }
   m->got = f->length;
+  m->wire_len = f->length;
   m->complete = 1;
   m->ordered = 1;
   if (!is_internal(f->kind)) ep->unexp_bytes += f->length;

@@ -79,11 +79,18 @@ static void req_timeout(nexar_request *r) {
   if (r->ep) {
     pthread_mutex_lock(&r->ep->mu);
     if (!atomic_load(&r->done)) {
-      if (r->kind == NX_REQ_SEND && r->tx) {
+      if (r->kind == NX_REQ_SEND && r->rndv) {
+        /* its reader may be copying from the buffer: wait for its answer */
+        snprintf(r->what, sizeof r->what, "%s", msg);
+        nx_rndv_cancel_locked(r->ep, r);
+        r->timeout_ms = 0;
+      } else if (r->kind == NX_REQ_SEND && r->tx) {
         /* completes once ngtcp2 no longer references the buffer */
         snprintf(r->what, sizeof r->what, "%s", msg);
         nx_tx_cancel_locked(r->ep, r->tx, NEXAR_ERR_TIMEOUT);
         r->timeout_ms = 0;
+      } else if (r->kind == NX_REQ_RECV && r->recv.reading) {
+        atomic_store(&r->progress_ns, nx_now_ns()); /* a copy is running: it is progress */
       } else {
         if (r->kind == NX_REQ_RECV) nx_match_cancel(r->ep, &r->recv);
         nx_req_complete(r, NEXAR_ERR_TIMEOUT, msg);

@@ -20,6 +20,7 @@ struct nexar_request {
   nx_ep *ep;        /* set for RECV/SEND: cancellation on timeout */
   nx_recv recv;     /* RECV */
   nx_txmsg *tx;     /* SEND (zero-copy, until acked) */
+  nx_rndv *rndv;    /* SEND by same-host rendezvous, until read */
   nexar_iovec *iov_copy;
   uint32_t timeout_ms; /* no progress for this long fails the op (0 = none) */
   uint32_t peer;       /* for messages */

@@ -263,6 +263,7 @@ static int cb_handshake_completed(ngtcp2_conn *conn, void *ud) {
   p->state = NX_PEER_UP;
   p->last_heard_ns = nx_now_ns();
   NX_DEBUG("connected to rank %u at %s", p->rank, p->addrstr);
+  nx_rndv_hello_locked(qc->ep, p);
   pthread_cond_broadcast(&qc->ep->cv);
   return 0;
 }
@@ -816,11 +817,7 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
     int work = qc->act_head || (qc->peer && qc->peer->txq_head) || qc->nresets ||
                qc->force_write || qc->rx_since_write >= 2 || qc->rx_bytes_since_write >= 4096 ||
                (qc->nfins && (qc->nfins >= NX_FIN_BATCH || qc->fins_since + NX_FIN_DELAY_NS <= now));
-    static long slack_env = -1;
-    if (slack_env < 0)
-      slack_env = getenv("NX_ACK_SLACK") ? atol(getenv("NX_ACK_SLACK")) : (long)NX_ACK_SLACK_NS;
-    if (!slack_env) work = 1;
-    uint64_t slack = (!up || work) ? 0 : (uint64_t)slack_env;
+    uint64_t slack = (!up || work) ? 0 : NX_ACK_SLACK_NS;
     uint64_t exp = ngtcp2_conn_get_expiry(qc->conn);
     if (exp != UINT64_MAX) exp += slack;
     int due = exp <= now;

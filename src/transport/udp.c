@@ -17,7 +17,7 @@
 #define UDP_GRO 104
 #endif
 
-#define NX_RX_BATCH 32
+#define NX_RX_BATCH NX_UDP_RX_BATCH
 #define NX_RX_BUF 65536
 
 /* ------------------------------------------------------------ impairment */
@@ -334,7 +334,7 @@ int nx_udp_recv(nx_udp *u, nx_udp_rx_fn fn, void *ud) {
     }
   }
   u->rx_packets += (uint64_t)delivered;
-  return delivered;
+  return n; /* recvmmsg count: below the batch means the socket is drained */
 }
 
 size_t nx_udp_path_payload(const struct sockaddr *addr, socklen_t len) {

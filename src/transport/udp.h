@@ -22,6 +22,8 @@ typedef struct nx_udp {
   uint8_t *rxbuf;
 } nx_udp;
 
+#define NX_UDP_RX_BATCH 32 /* datagrams per recvmmsg */
+
 typedef void (*nx_udp_rx_fn)(void *ud, const struct sockaddr *from, socklen_t fromlen,
                              uint8_t *pkt, size_t len);
 
@@ -32,8 +34,9 @@ void nx_udp_close(nx_udp *u);
  * have lens[0] bytes (the caller flushes when a packet differs). */
 int nx_udp_send(nx_udp *u, const struct sockaddr *to, socklen_t tolen, const uint8_t *buf,
                 const size_t *lens, size_t n);
-/* Drains up to a batch of datagrams, splitting GRO super-packets. Returns the
- * number of datagrams delivered (0 when the socket is empty). */
+/* Drains up to a batch of NX_UDP_RX_BATCH datagrams, splitting GRO
+ * super-packets. Returns the number of datagrams received from the socket
+ * (0 when it is empty). */
 int nx_udp_recv(nx_udp *u, nx_udp_rx_fn fn, void *ud);
 /* Largest UDP payload towards addr without IP fragmentation (from the route's
  * MTU); loopback gives ~64 KiB, Ethernet 1472/1452. */

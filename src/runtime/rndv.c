@@ -1,0 +1,320 @@
+/* Same-host bulk path: rendezvous with process_vm_readv. A large message to
+ * a peer on this host travels as a small descriptor (pid, addresses, lengths)
+ * over its authenticated QUIC stream, so ordering and matching are unchanged;
+ * once a receive matches it, the receiver copies the bytes straight from the
+ * sender's buffer into its own with one kernel copy (no encryption, no UDP),
+ * then tells the sender, whose request completes. Whether a peer may use it
+ * is proven, not guessed: at connection time each side publishes the address
+ * and value of a random cookie; a peer that reads the same value through
+ * process_vm_readv is on this host and allowed to (same user, ptrace rules),
+ * and says so with SHM_OK. All under ep->mu. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "runtime/comm.h"
+#include "runtime/request.h"
+
+struct nx_rndv {
+  nx_rndv *next;
+  uint64_t id;
+  nexar_request *req;
+  nx_peer *peer;
+  int cancel_sent;
+};
+
+static void put64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint64_t get64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+
+/* round of an RNDV_DONE: a reader's answer, or a sender's cancel */
+enum { NX_RNDV_ANSWER = 0, NX_RNDV_CANCEL = 1 };
+
+static void control(nx_ep *ep, nx_peer *p, uint8_t kind, uint64_t tag, int32_t status,
+                    const void *data, size_t len) {
+  nx_frame f = {0};
+  f.kind = kind;
+  f.tag = tag;
+  f.status = status;
+  f.round = len == 1 && data == NULL ? NX_RNDV_CANCEL : NX_RNDV_ANSWER;
+  if (f.round == NX_RNDV_CANCEL) len = 0;
+  nexar_iovec v = {(void *)data, len};
+  if (nx_ep_send_locked(ep, p->rank, &f, &v, len ? 1 : 0, NULL, NULL))
+    NX_DEBUG("rendezvous control to rank %u: %s", p->rank, nexar_last_error());
+}
+
+void nx_rndv_hello_locked(nx_ep *ep, nx_peer *p) {
+  if (!ep->cfg.bulk_transport) return;
+  uint8_t b[32];
+  put64(b, (uint64_t)getpid());
+  put64(b + 8, (uint64_t)(uintptr_t)ep->shm_cookie);
+  memcpy(b + 16, ep->shm_cookie, 16);
+  control(ep, p, NX_KIND_SHM_HELLO, 0, 0, b, sizeof b);
+}
+
+static int read_remote(pid_t pid, const struct iovec *local, size_t nl,
+                       const struct iovec *remote, size_t nr, size_t total) {
+  if (pid == getpid()) { /* ranks as threads: a plain copy */
+    size_t li = 0, lo = 0;
+    for (size_t ri = 0; ri < nr; ri++) {
+      const uint8_t *src = remote[ri].iov_base;
+      size_t left = remote[ri].iov_len;
+      while (left) {
+        while (li < nl && lo == local[li].iov_len) li++, lo = 0;
+        if (li == nl) return -1;
+        size_t n = NX_MIN(left, local[li].iov_len - lo);
+        memcpy((uint8_t *)local[li].iov_base + lo, src, n);
+        src += n, left -= n, lo += n;
+      }
+    }
+    return 0;
+  }
+  size_t done = 0;
+  while (done < total) { /* partial reads continue where they stopped */
+    struct iovec l[NX_RNDV_MAX_IOV * 2], r[NX_RNDV_MAX_IOV];
+    size_t nl2 = 0, nr2 = 0, skip = done;
+    for (size_t i = 0; i < nl && nl2 < sizeof l / sizeof *l; i++) {
+      if (skip >= local[i].iov_len) {
+        skip -= local[i].iov_len;
+        continue;
+      }
+      l[nl2].iov_base = (uint8_t *)local[i].iov_base + skip;
+      l[nl2++].iov_len = local[i].iov_len - skip;
+      skip = 0;
+    }
+    skip = done;
+    for (size_t i = 0; i < nr; i++) {
+      if (skip >= remote[i].iov_len) {
+        skip -= remote[i].iov_len;
+        continue;
+      }
+      r[nr2].iov_base = (uint8_t *)remote[i].iov_base + skip;
+      r[nr2++].iov_len = remote[i].iov_len - skip;
+      skip = 0;
+    }
+    ssize_t n = process_vm_readv(pid, l, nl2, r, nr2, 0);
+    if (n <= 0) return -1;
+    done += (size_t)n;
+  }
+  return 0;
+}
+
+int nx_rndv_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                        size_t niov, uint64_t len, nexar_request *req) {
+  if (!p->shm_ok || !req || niov > NX_RNDV_MAX_IOV ||
+      (f->kind != NX_KIND_P2P && f->kind != NX_KIND_COLL))
+    return 0;
+  nx_rndv *rv = nx_calloc(1, sizeof *rv);
+  uint8_t desc[16 + 16 * NX_RNDV_MAX_IOV];
+  if (!rv) return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", p->rank);
+  rv->id = ++ep->rndv_next;
+  rv->req = req;
+  rv->peer = p;
+  put64(desc, rv->id);
+  put64(desc + 8, (uint64_t)getpid() | (uint64_t)niov << 32);
+  for (size_t i = 0; i < niov; i++) {
+    put64(desc + 16 + 16 * i, (uint64_t)(uintptr_t)iov[i].base);
+    put64(desc + 24 + 16 * i, iov[i].len);
+  }
+  nx_frame fr = *f;
+  fr.flags |= NX_FLAG_RNDV;
+  fr.status = (int32_t)(16 + 16 * niov);
+  nx_txmsg *m = NULL;
+  nexar_iovec v = {desc, 16 + 16 * niov};
+  /* the descriptor goes as an eager message; `length` stays the message's */
+  int rc = nx_ep_send_raw_locked(ep, p, &fr, &v, 1, len, &m);
+  if (rc) {
+    free(rv);
+    return rc;
+  }
+  req->rndv = rv;
+  rv->next = ep->rndv_head;
+  ep->rndv_head = rv;
+  return 1;
+}
+
+static nx_rndv *take(nx_ep *ep, nx_peer *p, uint64_t id) {
+  for (nx_rndv **pp = &ep->rndv_head; *pp; pp = &(*pp)->next)
+    if ((*pp)->id == id && (*pp)->peer == p) {
+      nx_rndv *rv = *pp;
+      *pp = rv->next;
+      return rv;
+    }
+  return NULL;
+}
+
+static void finish(nx_rndv *rv, int rc, const char *why) {
+  if (rv->req) {
+    rv->req->rndv = NULL;
+    nx_req_complete(rv->req, rc, why);
+  }
+  free(rv);
+}
+
+/* The copy itself runs without the endpoint lock (gigabytes take seconds,
+ * and heartbeats must go on meanwhile), on a pool thread; the receive stays
+ * pending, flagged `reading`, so nothing frees its buffer until it is done. */
+typedef struct read_job {
+  nx_ep *ep;
+  nx_msg *m;
+  nx_recv *r;
+} read_job;
+
+int nx_pool_submit(void (*fn)(void *arg), void *arg);
+static int do_read(nx_ep *ep, nx_msg *m, nx_recv *r, int locked);
+
+static void read_main(void *arg) {
+  read_job *j = arg;
+  do_read(j->ep, j->m, j->r, 0);
+  nx_ep_unref(j->ep);
+  free(j);
+}
+
+int nx_rndv_read_locked(nx_ep *ep, nx_msg *m, nx_recv *r) {
+  read_job *j = nx_calloc(1, sizeof *j);
+  if (j) {
+    j->ep = ep, j->m = m, j->r = r;
+    r->reading = 1;
+    nx_ep_ref(ep);
+    if (nx_pool_submit(read_main, j) == 0) return 0;
+    atomic_fetch_sub(&ep->refs, 1);
+    r->reading = 0;
+    free(j);
+  }
+  return do_read(ep, m, r, 1); /* no worker: copy here, under the lock */
+}
+
+static int do_read(nx_ep *ep, nx_msg *m, nx_recv *r, int locked) {
+  const uint8_t *d = m->buf;
+  uint64_t id = get64(d), w = get64(d + 8);
+  pid_t pid = (pid_t)(uint32_t)w;
+  size_t n = (size_t)(w >> 32);
+  int rc = 0;
+  char why[160] = "";
+  struct iovec remote[NX_RNDV_MAX_IOV], local[NX_RNDV_MAX_IOV];
+  uint64_t total = 0;
+  if (m->got != 16 + 16 * n || n > NX_RNDV_MAX_IOV || r->niov > NX_RNDV_MAX_IOV) {
+    rc = NEXAR_ERR_PROTOCOL;
+    snprintf(why, sizeof why, "rank %u sent a malformed rendezvous descriptor", m->f.src);
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      remote[i].iov_base = (void *)(uintptr_t)get64(d + 16 + 16 * i);
+      remote[i].iov_len = (size_t)get64(d + 24 + 16 * i);
+      total += remote[i].iov_len;
+    }
+    for (size_t i = 0; i < r->niov; i++)
+      local[i].iov_base = r->iov[i].base, local[i].iov_len = r->iov[i].len;
+    if (total != m->f.length || total != r->len) {
+      rc = NEXAR_ERR_PROTOCOL;
+      snprintf(why, sizeof why, "rank %u: rendezvous of %llu bytes for a %llu-byte message",
+               m->f.src, (unsigned long long)total, (unsigned long long)m->f.length);
+    } else {
+      /* on a worker without the lock; inline (no worker to be had) it stays
+       * under the lock, which may be inside an ngtcp2 callback */
+      if (!read_remote(pid, local, r->niov, remote, n, (size_t)total)) goto copied;
+      rc = NEXAR_ERR_IO;
+      snprintf(why, sizeof why, "reading %llu bytes from rank %u (pid %d): %s",
+               (unsigned long long)total, m->f.src, (int)pid, strerror(errno));
+    }
+  }
+copied:
+  if (!locked) pthread_mutex_lock(&ep->mu);
+  if (m->peer->state != NX_PEER_DEAD) { /* its buffer may be released now */
+    m->peer->st.bytes_received += rc ? 0 : total;
+    control(ep, m->peer, NX_KIND_RNDV_DONE, id, rc, NULL, 0);
+  }
+  if (rc) NX_WARN("%s", why);
+  r->got = total;
+  r->reading = 0;
+  nx_recv_finish(ep, r, rc, rc ? why : NULL);
+  nx_msg_free(ep, m);
+  if (!locked) pthread_mutex_unlock(&ep->mu);
+  return rc;
+}
+
+void nx_rndv_cancel_locked(nx_ep *ep, nexar_request *req) {
+  nx_rndv *rv = req->rndv;
+  if (!rv || rv->cancel_sent) return;
+  rv->cancel_sent = 1; /* the request completes when the reader answers */
+  control(ep, rv->peer, NX_KIND_RNDV_DONE, rv->id, NEXAR_ERR_TIMEOUT, NULL, 1); /* cancel */
+}
+
+/* A cancel from the sender: drop its descriptor if no receive took it yet. */
+static void on_cancel(nx_ep *ep, nx_peer *p, uint64_t id) {
+  for (nx_msg *m = ep->unexp_head; m; m = m->next) {
+    if (m->peer != p || !(m->f.flags & NX_FLAG_RNDV) || !m->complete || m->got < 8 ||
+        get64(m->buf) != id)
+      continue;
+    nx_match_unqueue(ep, m);
+    nx_msg_free(ep, m);
+    control(ep, p, NX_KIND_RNDV_DONE, id, NEXAR_ERR_TIMEOUT, NULL, 0);
+    return;
+  }
+  /* already read (its DONE went out) or still arriving: nothing to do */
+}
+
+void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
+  nx_peer *p = m->peer;
+  switch (m->f.kind) {
+  case NX_KIND_SHM_HELLO:
+    if (m->got == 32 && ep->cfg.bulk_transport) {
+      uint8_t seen[16];
+      struct iovec l = {seen, 16};
+      struct iovec r = {(void *)(uintptr_t)get64(m->buf + 8), 16};
+      pid_t pid = (pid_t)get64(m->buf);
+      int same = pid == getpid() ? 0 == memcmp(r.iov_base, m->buf + 16, 16)
+                                 : process_vm_readv(pid, &l, 1, &r, 1, 0) == 16 &&
+                                       !memcmp(seen, m->buf + 16, 16);
+      NX_DEBUG("rank %u is %son this host", p->rank, same ? "" : "not ");
+      if (same) control(ep, p, NX_KIND_SHM_OK, 0, 0, NULL, 0);
+    }
+    break;
+  case NX_KIND_SHM_OK:
+    p->shm_ok = ep->cfg.bulk_transport != 0;
+    break;
+  case NX_KIND_RNDV_DONE:
+    if (m->f.round == NX_RNDV_CANCEL) {
+      on_cancel(ep, p, m->f.tag); /* we are the reader: the sender gave up */
+    } else {
+      nx_rndv *rv = take(ep, p, m->f.tag);
+      if (rv) {
+        char why[120];
+        snprintf(why, sizeof why, "send to rank %u: %s", p->rank,
+                 m->f.status == NEXAR_ERR_TIMEOUT ? "no progress (cancelled before it was read)"
+                                                  : nexar_strerror(m->f.status));
+        finish(rv, m->f.status, m->f.status ? why : NULL);
+      }
+    }
+    break;
+  default:
+    break;
+  }
+}
+
+void nx_rndv_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) {
+  for (nx_rndv **pp = &ep->rndv_head; *pp;) {
+    nx_rndv *rv = *pp;
+    if (rv->peer != p) {
+      pp = &rv->next;
+      continue;
+    }
+    *pp = rv->next;
+    finish(rv, code, why);
+  }
+  /* its queued descriptors point into a process that is gone */
+  for (nx_msg *m = ep->unexp_head, *n; m; m = n) {
+    n = m->next;
+    if (m->peer == p && (m->f.flags & NX_FLAG_RNDV)) {
+      nx_match_unqueue(ep, m);
+      nx_msg_free(ep, m);
+    }
+  }
+  p->shm_ok = 0;
+}
