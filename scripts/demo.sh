@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs the main demo: four processes
-# forming a cluster through a seed (nexar-run), exchanging messages and
-# running collectives, then the point-to-point latency/bandwidth benchmark.
+# Installs what is missing, builds, and runs the main demo: an allreduce sweep
+# with four ranks as processes (nexar-perf), after a seed/worker cluster
+# exchanging messages and the point-to-point benchmark against plain TCP.
 set -eu
 cd "$(dirname "$0")/.."
 scripts/deps.sh
@@ -16,3 +16,5 @@ build/tools/nexar-run -n 2 -- build/bench/p2p_bench pingpong 64 5000
 build/bench/tcp_bench pingpong 64 5000
 build/tools/nexar-run -n 2 -- build/bench/p2p_bench bw 67108864 8
 build/bench/tcp_bench bw 67108864 8
+echo "== allreduce sweep, 4 ranks as processes"
+build/tools/nexar-perf all_reduce --procs -n 4 -b 8 -e 64M -f 4
