@@ -533,6 +533,7 @@ static void drain(nx_ep *ep) {
     int busy = 0;
     for (nx_txmsg *m = ep->tx_all; m; m = m->all_next)
       if (m->peer->state == NX_PEER_UP) busy = 1;
+    busy |= nx_rndv_pending_locked(ep); /* same-host sends not read yet */
     if (!busy) break;
     uint64_t w = nx_now_ns() + 5000000ull;
     struct timespec ts = {(time_t)(w / 1000000000ull), (long)(w % 1000000000ull)};

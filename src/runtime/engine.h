@@ -248,6 +248,8 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m);
 void nx_rndv_cancel_locked(nx_ep *ep, nexar_request *req);
 /* Fails rendezvous sends to a dead peer and drops its queued descriptors. */
 void nx_rndv_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why);
+/* 1 while a rendezvous send to a live peer waits for its reader. */
+int nx_rndv_pending_locked(nx_ep *ep);
 /* Connection up: offer our cookie so a same-host peer can prove it reads us. */
 void nx_rndv_hello_locked(nx_ep *ep, nx_peer *p);
 

@@ -318,3 +318,9 @@ void nx_rndv_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) 
   }
   p->shm_ok = 0;
 }
+
+int nx_rndv_pending_locked(nx_ep *ep) {
+  for (nx_rndv *rv = ep->rndv_head; rv; rv = rv->next)
+    if (rv->peer->state == NX_PEER_UP) return 1;
+  return 0;
+}
