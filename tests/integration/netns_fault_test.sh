@@ -9,6 +9,7 @@
 #   netns_fault_test.sh <nexar-seed> <fault_worker>
 # Needs root; skips (exit 77) otherwise.
 set -u
+. "$(dirname "$0")/netns_lib.sh"
 SEED=$1 WORKER=$2
 BOUND_MS=${BOUND_MS:-2500}
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
@@ -20,25 +21,11 @@ BR=${P}br
 PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  for i in 1 2 3; do ip netns del ${P}h$i 2>/dev/null; done
-  ip netns del $BR 2>/dev/null
+  nx_netns_down
   rm -f /tmp/$P.*
 }
 trap cleanup EXIT
-ip netns add $BR || { echo "SKIP: cannot create namespaces"; exit 77; }
-ip -n $BR link add br0 type bridge && ip -n $BR link set br0 up
-for i in 1 2 3; do
-  ip netns add ${P}h$i
-  ip link add ${P}v$i type veth peer name ${P}b$i
-  ip link set ${P}v$i netns ${P}h$i
-  ip link set ${P}b$i netns $BR
-  ip -n $BR link set ${P}b$i master br0
-  ip -n $BR link set ${P}b$i up
-  ip -n ${P}h$i link set ${P}v$i name eth0
-  ip -n ${P}h$i addr add 10.78.0.$i/24 dev eth0
-  ip -n ${P}h$i link set eth0 up
-  ip -n ${P}h$i link set lo up
-done
+nx_netns_up "$P" 10.78.0
 export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 export NEXAR_HEARTBEAT_INTERVAL_MS=200 NEXAR_HEARTBEAT_TIMEOUT_MS=1000
 export NEXAR_COLLECTIVE_TIMEOUT_MS=20000 NEXAR_BARRIER_TIMEOUT_MS=20000

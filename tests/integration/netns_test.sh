@@ -6,31 +6,18 @@
 # With a loss percentage, nft drops that share of UDP datagrams entering
 # host 2 (this kernel has no tc netem). Needs root; skips (exit 77) otherwise.
 set -u
+. "$(dirname "$0")/netns_lib.sh"
 SEED=$1 WORKER=$2 LOSS=${3:-0}
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then echo "SKIP: needs root and iproute2"; exit 77; fi
 P=nx$$
 BR=${P}br
 cleanup() {
-  for i in 1 2 3; do ip netns del ${P}h$i 2>/dev/null; done
-  ip netns del $BR 2>/dev/null
+  nx_netns_down
   [ -n "${SEEDPID:-}" ] && kill $SEEDPID 2>/dev/null
   rm -f /tmp/$P.*
 }
 trap cleanup EXIT
-ip netns add $BR || { echo "SKIP: cannot create namespaces"; exit 77; }
-ip -n $BR link add br0 type bridge && ip -n $BR link set br0 up
-for i in 1 2 3; do
-  ip netns add ${P}h$i
-  ip link add ${P}v$i type veth peer name ${P}b$i
-  ip link set ${P}v$i netns ${P}h$i
-  ip link set ${P}b$i netns $BR
-  ip -n $BR link set ${P}b$i master br0
-  ip -n $BR link set ${P}b$i up
-  ip -n ${P}h$i link set ${P}v$i name eth0
-  ip -n ${P}h$i addr add 10.77.0.$i/24 dev eth0
-  ip -n ${P}h$i link set eth0 up
-  ip -n ${P}h$i link set lo up
-done
+nx_netns_up "$P" 10.77.0
 if [ "$LOSS" != 0 ]; then
   ip netns exec ${P}h2 nft -f - <<NFT || { echo "FAIL: nft"; exit 1; }
 table inet nxloss {
