@@ -203,7 +203,12 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
   nx_peer *p = &ep->peers[dest];
   if (p->state == NX_PEER_DEAD)
     return nx_fail(p->dead_code, "send to rank %u: peer lost (%s)", dest, p->why);
-  int eager = len <= NX_EAGER_MAX || !req;
+  /* Collective messages always meet a posted receive (no eager buffering is
+   * needed for progress), so on the same host they switch to rendezvous at a
+   * lower size than point-to-point, whose sends must not block below
+   * NX_EAGER_MAX. */
+  uint64_t eager_max = fr.kind == NX_KIND_COLL && p->shm_ok ? NX_RNDV_COLL_MIN : NX_EAGER_MAX;
+  int eager = len <= eager_max || !req;
   if (!eager && p->shm_ok) { /* same host: the reader copies it from our buffer */
     int t = nx_rndv_send_locked(ep, p, &fr, iov, niov, len, req);
     if (t < 0) return t;

@@ -30,6 +30,8 @@ typedef struct nx_rndv nx_rndv;
 
 /* Sends up to this size are copied, so a blocking send returns at once. */
 #define NX_EAGER_MAX (256u * 1024u)
+/* Collective messages to a same-host peer above this go by rendezvous. */
+#define NX_RNDV_COLL_MIN (32u * 1024u)
 /* Stream window before a message is matched: bounds unexpected data. */
 #define NX_STREAM_WINDOW (512u * 1024u)
 /* Extra window a matched receive gets, for throughput. */
