@@ -72,3 +72,7 @@ add_test(NAME integration.perf.procs
 set_tests_properties(integration.perf.threads integration.perf.procs PROPERTIES TIMEOUT 120
                      LABELS "integration")
 # END perf
+# BEGIN membership
+add_test(NAME integration.membership COMMAND membership_test)
+set_tests_properties(integration.membership PROPERTIES TIMEOUT 120 LABELS "integration")
+# END membership
