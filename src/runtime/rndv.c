@@ -219,13 +219,17 @@ static int do_read(nx_ep *ep, nx_msg *m, nx_recv *r, int locked) {
       /* on a worker without the lock; inline (no worker to be had) it stays
        * under the lock, which may be inside an ngtcp2 callback */
       if (!read_remote(pid, local, r->niov, remote, n, (size_t)total)) goto copied;
-      rc = NEXAR_ERR_IO;
+      int e = errno;
+      /* ESRCH: its process is gone, which is the peer's death, known early */
+      rc = e == ESRCH ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_IO;
       snprintf(why, sizeof why, "reading %llu bytes from rank %u (pid %d): %s",
-               (unsigned long long)total, m->f.src, (int)pid, strerror(errno));
+               (unsigned long long)total, m->f.src, (int)pid,
+               e == ESRCH ? "its process is gone" : strerror(e));
     }
   }
 copied:
   if (!locked) pthread_mutex_lock(&ep->mu);
+  if (rc == NEXAR_ERR_PEER_LOST) nx_peer_dead_locked(ep, m->peer, rc, "its process is gone");
   if (m->peer->state != NX_PEER_DEAD) { /* its buffer may be released now */
     m->peer->st.bytes_received += rc ? 0 : total;
     control(ep, m->peer, NX_KIND_RNDV_DONE, id, rc, NULL, 0);
