@@ -163,6 +163,10 @@ struct nx_ep {
   int wfd;                /* eventfd: a request was completed by another thread */
   atomic_int spinners;    /* application threads driving progress in a wait */
   _Atomic uint64_t last_driver_ns; /* when one last stopped driving */
+  _Atomic uint64_t next_due;       /* the deadline the last progress step returned */
+  atomic_int local_peers;          /* peers proven on this host */
+  int ncpu;                        /* online CPUs */
+  long spin_override;              /* NEXAR_SPIN_US, -1 if unset */
   pthread_t thr;
   int thr_started;
   int stop;
@@ -214,6 +218,9 @@ void nx_ep_ref(nx_ep *ep);
 void nx_ep_unref(nx_ep *ep); /* the last reference stops the thread and frees */
 uint16_t nx_ep_port(const nx_ep *ep);
 void nx_ep_wake(nx_ep *ep); /* under ep->mu */
+/* How long a waiter polls before it sleeps (see engine.c). */
+#define NX_SPIN_NS 20000ull
+uint64_t nx_ep_spin_ns(nx_ep *ep);
 /* One progress step (receive, timers, writes) under ep->mu; next deadline. */
 uint64_t nx_ep_progress_locked(nx_ep *ep);
 /* The same without receiving (do_recv = 0): the send path only writes. */

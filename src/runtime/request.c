@@ -125,9 +125,16 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
   atomic_fetch_add(&ep->spinners, 1);
   r->waiter = pthread_self();
   atomic_store(&r->waiting, 1);
+  int first = 1;
+  uint64_t spin_until = nx_now_ns() + nx_ep_spin_ns(ep);
   while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
     uint64_t next = UINT64_MAX;
-    if (pthread_mutex_trylock(&ep->mu) == 0) {
+    if (first) {
+      /* epoll says at once whether something arrived: a progress pass now
+       * would mostly cost an empty recvmmsg; timers due soon are honoured */
+      next = atomic_load_explicit(&ep->next_due, memory_order_relaxed);
+      first = 0;
+    } else if (pthread_mutex_trylock(&ep->mu) == 0) {
       next = nx_ep_progress_locked(ep);
       pthread_mutex_unlock(&ep->mu);
     }
@@ -137,6 +144,9 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
     if (check_deadline(r, now, &wake)) break;
     struct epoll_event ev[2];
     struct timespec ts = {0, wake > now ? (long)(wake - now) : 0};
+    /* a reply often lands within microseconds: poll briefly before sleeping,
+     * which saves the wake-up of a sleeping thread on the reply's path */
+    if (now < spin_until) ts.tv_nsec = 0;
     int n = epoll_pwait2(ep->epfd_wait, ev, 2, &ts, NULL);
     for (int i = 0; i < n; i++)
       if (ev[i].data.u32 == 3) {

@@ -281,7 +281,8 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
     }
     break;
   case NX_KIND_SHM_OK:
-    p->shm_ok = ep->cfg.bulk_transport != 0;
+    if (!p->shm_ok) atomic_fetch_add(&ep->local_peers, 1);
+    p->shm_ok = 1;
     break;
   case NX_KIND_RNDV_DONE:
     if (m->f.round == NX_RNDV_CANCEL) {
@@ -320,6 +321,7 @@ void nx_rndv_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) 
       nx_msg_free(ep, m);
     }
   }
+  if (p->shm_ok) atomic_fetch_sub(&ep->local_peers, 1);
   p->shm_ok = 0;
 }
 
