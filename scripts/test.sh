@@ -18,7 +18,7 @@ cmake --build build -j"$J"
 step "AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNEXAR_ASAN=ON >/dev/null
 cmake --build build-asan -j"$J"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
+(cd build-asan && LATER_MS=1500 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
   ctest -j"$J" --output-on-failure --timeout 600 -LE "large|netns|chaos")
 
 step "ThreadSanitizer (threaded tests)"

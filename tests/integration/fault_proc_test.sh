@@ -13,7 +13,7 @@ SEED=$1 WORKER=$2
 shift 2
 ONLY=("$@")
 BOUND_MS=${BOUND_MS:-2500}
-LATER_MS=300
+LATER_MS=${LATER_MS:-300} # sanitizer builds set more: the worker refills its buffers first
 N=3
 D=$(mktemp -d /tmp/nxfault.XXXXXX)
 PIDS=()
