@@ -76,3 +76,8 @@ set_tests_properties(integration.perf.threads integration.perf.procs PROPERTIES 
 add_test(NAME integration.membership COMMAND membership_test)
 set_tests_properties(integration.membership PROPERTIES TIMEOUT 120 LABELS "integration")
 # END membership
+# BEGIN torchrun
+add_test(NAME integration.torchrun COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/torchrun_test.sh
+         $<TARGET_FILE:mesh_worker>)
+set_tests_properties(integration.torchrun PROPERTIES TIMEOUT 120 LABELS "integration")
+# END torchrun
