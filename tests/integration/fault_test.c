@@ -292,7 +292,15 @@ static void scenario_abort_nb(void) {
   check(wb == NEXAR_ERR_ABORTED && t2 - w.t_abort < PROMPT_MS, name,
         "wait(recv_nb) -> %s %.0f ms after the abort (want ABORTED)", code_name(wb),
         t2 - w.t_abort);
-  /* rank 1 sees rank 0 as failed */
+  /* rank 1 sees rank 0 as failed once the abort notice arrived (a barrier
+   * started before that may still complete with what rank 0 sent before it
+   * aborted: the notice is ordered after that data) */
+  size_t nf = 0;
+  for (int i = 0; i < 200 && !nexar_failed_ranks(c[1], NULL, 0, &nf) && nf == 0; i++) {
+    struct timespec ts = {0, 5000000L};
+    nanosleep(&ts, NULL);
+  }
+  check(nf == 1, name, "rank 1 knows rank 0 failed (%zu failed)", nf);
   double t0 = now_ms();
   int rc1 = nexar_barrier(c[1]);
   double d = now_ms() - t0;
