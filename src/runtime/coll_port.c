@@ -61,6 +61,9 @@ static void fail_active(nx_comm *c, nx_active_coll *a, int rc, const char *why) 
   for (size_t i = 0; i < k->nreqs; i++) {
     nexar_request *r = k->reqs[i];
     if (atomic_load(&r->done)) continue;
+    /* a same-host copy into it is running: its reader completes it (soon:
+     * the copy ends or fails), and nothing may free its buffer before */
+    if (r->kind == NX_REQ_RECV && r->recv.reading) continue;
     if (r->kind == NX_REQ_RECV) {
       nx_match_cancel(c->ep, &r->recv);
       nx_req_complete(r, rc, why);
