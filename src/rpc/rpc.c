@@ -115,10 +115,6 @@ void nx_rpc_on_request_locked(nx_ep *ep, nx_msg *m) {
   nx_msg_free(ep, m);
 }
 
-void nx_rpc_stop(nx_ep *ep) {
-  (void)ep; /* handlers hold an endpoint reference, so none runs at teardown */
-}
-
 int nexar_rpc(nexar_client *c, uint32_t target, uint16_t fn_id, const void *args,
               size_t args_len, void **reply, size_t *reply_len) {
   if (reply) *reply = NULL;

@@ -73,6 +73,5 @@ void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why);
 
 /* ---- rpc.c */
 void nx_rpc_on_request_locked(nx_ep *ep, nx_msg *m); /* takes ownership of m */
-void nx_rpc_stop(nx_ep *ep);
 
 #endif

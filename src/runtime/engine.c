@@ -569,8 +569,7 @@ static void drain(nx_ep *ep) {
 
 void nx_ep_unref(nx_ep *ep) {
   if (!ep || atomic_fetch_sub(&ep->refs, 1) != 1) return;
-  drain(ep);
-  nx_rpc_stop(ep);
+  drain(ep); /* RPC handlers hold a reference: none runs past this point */
   pthread_mutex_lock(&ep->mu);
   ep->stop = 1;
   nx_ep_wake(ep);

@@ -151,13 +151,12 @@ struct nx_peer {
   nexar_peer_stats st;
 };
 
-typedef struct nx_rpc_job nx_rpc_job;
 
 struct nx_ep {
   pthread_mutex_t mu;
   pthread_cond_t cv; /* broadcast on arrivals, peer state changes */
   nx_udp udp;
-  int epfd, evfd, tfd;
+  int epfd, evfd;
   int epfd_ctl;           /* eventfd only: used while application threads poll */
   int epfd_wait;          /* UDP socket + wfd: where waiting application threads sleep */
   int wfd;                /* eventfd: a request was completed by another thread */
@@ -192,11 +191,6 @@ struct nx_ep {
   nx_rxstream *rx_all;
   /* communicators sharing this endpoint */
   nx_comm *comms;
-  /* RPC work for the worker threads */
-  nx_rpc_job *rpc_head, *rpc_tail;
-  pthread_cond_t rpc_cv;
-  pthread_t rpc_thr[2];
-  int rpc_started;
   nexar_config cfg;
   uint64_t hb_interval_ns, hb_timeout_ns;
   int cc_algo; /* QUIC congestion controller (NEXAR_QUIC_CC) */

@@ -865,21 +865,6 @@ void nx_qconn_abandon(nx_qconn *qc) {
 
 
 
-void nx_qconn_stats(nx_qconn *qc, double *rtt_us, uint64_t *lost) {
-  ngtcp2_conn_stat cs;
-  ngtcp2_conn_get_conn_stat(qc->conn, &cs);
-  *rtt_us = (double)cs.smoothed_rtt / 1000.0;
-  *lost = 0;
-}
-
-int nx_qconn_idle(nx_qconn *qc) {
-  if (!qc || qc->dead) return 1;
-  if (qc->act_head || (qc->peer && qc->peer->txq_head)) return 0;
-  ngtcp2_conn_stat cs;
-  ngtcp2_conn_get_conn_stat(qc->conn, &cs);
-  return cs.bytes_in_flight == 0;
-}
-
 void nx_quic_close_all(nx_ep *ep) {
   while (ep->conns) {
     nx_qconn *qc = ep->conns;

@@ -25,10 +25,6 @@ void nx_qconn_abandon(nx_qconn *qc);
 void nx_quic_close_all(nx_ep *ep);
 /* Frees a connection (its peer is dead or it never authenticated). */
 void nx_qconn_free(nx_ep *ep, nx_qconn *qc);
-/* Smoothed RTT (us) and lost packets. */
-void nx_qconn_stats(nx_qconn *qc, double *rtt_us, uint64_t *lost);
-/* True when every byte queued on qc has been acknowledged. */
-int nx_qconn_idle(nx_qconn *qc);
 /* Queues a reset of m's stream (cancelled send); the request completes once
  * ngtcp2 no longer references the buffer. */
 void nx_qconn_reset(nx_qconn *qc, nx_txmsg *m);

@@ -12,10 +12,6 @@ set -u
 . "$(dirname "$0")/netns_lib.sh"
 SEED=$1 WORKER=$2
 BOUND_MS=${BOUND_MS:-2500}
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
-  echo "SKIP: needs root and iproute2"
-  exit 77
-fi
 P=nxf$$
 BR=${P}br
 PIDS=()

@@ -8,7 +8,6 @@
 set -u
 . "$(dirname "$0")/netns_lib.sh"
 SEED=$1 WORKER=$2 LOSS=${3:-0}
-if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then echo "SKIP: needs root and iproute2"; exit 77; fi
 P=nx$$
 BR=${P}br
 cleanup() {

@@ -9,15 +9,7 @@
 
 #include <nexar/nexar.h>
 
-#define CHECK(c, ...)                                                                              \
-  do {                                                                                             \
-    if (!(c)) {                                                                                    \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fprintf(stderr, " (last error: %s)\n", nexar_last_error());                                  \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 int main(void) {
   setenv("NEXAR_DUMP_ON_TIMEOUT", "1", 1);

@@ -7,15 +7,7 @@
 #include "core/frame.h"
 #include "core/common.h"
 
-#define CHECK(c, ...)                                                                              \
-  do {                                                                                             \
-    if (!(c)) {                                                                                    \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 static nx_frame sample(void) {
   nx_frame f = {.kind = NX_KIND_COLL, .flags = NX_FLAG_LAST, .coll_op = 3, .dtype = 9,

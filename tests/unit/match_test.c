@@ -7,15 +7,7 @@
 
 #include "runtime/comm.h"
 
-#define CHECK(c, ...)                                                                              \
-  do {                                                                                             \
-    if (!(c)) {                                                                                    \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fputc('\n', stderr);                                                                         \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 static nx_ep *fake_ep(void) {
   nx_ep *ep = calloc(1, sizeof *ep);

@@ -14,15 +14,7 @@
 #include "runtime/comm.h"
 #include "transport/pki.h"
 
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fprintf(stderr, " (last error: %s)\n", nexar_last_error());                                  \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 static nexar_config base_cfg(const char *token, uint32_t connect_ms) {
   nexar_config c;
