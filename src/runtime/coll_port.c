@@ -26,10 +26,21 @@ struct nx_coll {
 };
 
 static const char *op_name(uint8_t op) {
-  static const char *names[] = {"?", "all_reduce", "broadcast", "all_gather", "reduce_scatter",
-                                "reduce", "all_to_all", "gather", "scatter", "scan",
-                                "exclusive_scan", "barrier", "all_reduce_bucketed",
-                                "all_reduce_rs_ag", "split"};
+  static const char *names[] = {"?",
+                                "all_reduce",
+                                "broadcast",
+                                "all_gather",
+                                "reduce_scatter",
+                                "reduce",
+                                "all_to_all",
+                                "gather",
+                                "scatter",
+                                "scan",
+                                "exclusive_scan",
+                                "barrier",
+                                "all_reduce_bucketed",
+                                "all_reduce_rs_ag",
+                                "split"};
   return op < sizeof names / sizeof *names ? names[op] : "?";
 }
 
@@ -51,29 +62,16 @@ static nx_active_coll *find_active(nx_comm *c, uint64_t seq) {
   return NULL;
 }
 
-/* Fails an active collective: its receives and zero-copy sends are
- * cancelled, so its waiter returns at once. */
+/* Fails an active collective: its receives and sends are cancelled, so its
+ * waiter returns at once; nx_coll_end waits for the sends whose buffers a
+ * peer or ngtcp2 still holds (a same-host reader answers promptly). */
 static void fail_active(nx_comm *c, nx_active_coll *a, int rc, const char *why) {
   if (a->failed_rc) return;
   a->failed_rc = rc;
   snprintf(a->why, sizeof a->why, "%s", why);
   nx_coll *k = a->k;
-  for (size_t i = 0; i < k->nreqs; i++) {
-    nexar_request *r = k->reqs[i];
-    if (atomic_load(&r->done)) continue;
-    /* a same-host copy into it is running: its reader completes it (soon:
-     * the copy ends or fails), and nothing may free its buffer before */
-    if (r->kind == NX_REQ_RECV && r->recv.reading) continue;
-    if (r->kind == NX_REQ_RECV) {
-      nx_match_cancel(c->ep, &r->recv);
-      nx_req_complete(r, rc, why);
-    } else if (r->tx) {
-      snprintf(r->what, sizeof r->what, "%s", why);
-      nx_tx_cancel_locked(c->ep, r->tx, rc);
-    } else {
-      nx_req_complete(r, rc, why);
-    }
-  }
+  for (size_t i = 0; i < k->nreqs; i++)
+    nx_req_abandon_locked(c->ep, k->reqs[i], rc, why);
 }
 
 int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f) {
@@ -83,8 +81,7 @@ int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f) {
   if (a) {
     if (sig_equal(f, &a->sig)) return 0;
     char mine[96], theirs[96], why[240];
-    describe(mine, sizeof mine, a->sig.op, a->sig.dtype, a->sig.redop, a->sig.root,
-             a->sig.count);
+    describe(mine, sizeof mine, a->sig.op, a->sig.dtype, a->sig.redop, a->sig.root, a->sig.count);
     describe(theirs, sizeof theirs, f->coll_op, f->dtype, f->redop, f->root, f->count);
     uint32_t peer = c->of_root[f->src];
     snprintf(why, sizeof why, "collective #%llu on comm %llu: rank %u called %s, rank %u called %s",
@@ -111,8 +108,8 @@ void nx_coll_remote_fail_locked(nx_ep *ep, const nx_frame *f) {
   nx_active_coll *a = find_active(c, f->tag);
   if (a) {
     char why[240];
-    snprintf(why, sizeof why, "%s #%llu on comm %llu: rank %u failed it (%s)",
-             op_name(a->sig.op), (unsigned long long)a->seq, (unsigned long long)c->id, peer,
+    snprintf(why, sizeof why, "%s #%llu on comm %llu: rank %u failed it (%s)", op_name(a->sig.op),
+             (unsigned long long)a->seq, (unsigned long long)c->id, peer,
              nexar_strerror(f->status));
     fail_active(c, a, rc, why);
     return;
@@ -175,8 +172,7 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
     int code = -(int)((uint32_t)c->failed_codes[i] & 0xff);
     char why[200];
     snprintf(why, sizeof why, "%s #%llu on comm %llu: rank %u failed it (%s)", op_name(sig->op),
-             (unsigned long long)k->ac.seq, (unsigned long long)c->id, peer,
-             nexar_strerror(code));
+             (unsigned long long)k->ac.seq, (unsigned long long)c->id, peer, nexar_strerror(code));
     fail_active(c, &k->ac, code, why);
     c->failed_seqs[i] = c->failed_seqs[--c->nfailed];
     c->failed_codes[i] = c->failed_codes[c->nfailed];
@@ -222,8 +218,8 @@ static int track(nx_coll *k, nexar_request *r) {
   return 0;
 }
 
-static nexar_request *new_req(nx_coll *k, int kind, uint32_t peer, const char *dir,
-                              uint32_t round, uint32_t seg) {
+static nexar_request *new_req(nx_coll *k, int kind, uint32_t peer, const char *dir, uint32_t round,
+                              uint32_t seg) {
   nexar_request *r = nx_req_new();
   if (!r) return NULL;
   r->kind = kind;
@@ -258,8 +254,10 @@ int nx_coll_isend(nx_coll *k, uint32_t dest, uint32_t round, uint32_t seg, const
   nexar_iovec v = {(void *)buf, len};
   pthread_mutex_lock(&c->ep->mu);
   int rc = k->ac.failed_rc;
-  if (rc) nx_set_error_text(k->ac.why);
-  else if ((rc = track(k, r)) != 0) nx_fail(rc, "collective send");
+  if (rc)
+    nx_set_error_text(k->ac.why);
+  else if ((rc = track(k, r)) != 0)
+    nx_fail(rc, "collective send");
   else if ((rc = nx_ep_send_locked(c->ep, c->members[dest], &f, &v, 1, r, NULL)) != 0)
     k->nreqs--;
   pthread_mutex_unlock(&c->ep->mu);
@@ -282,27 +280,34 @@ int nx_coll_irecv(nx_coll *k, uint32_t src, uint32_t round, uint32_t seg, void *
   r->recv.niov = 1;
   r->recv.len = len;
   r->recv.req = r;
-  r->recv.key = (nx_key){.comm = c->id, .kind = NX_KIND_COLL, .src = c->members[src],
-                         .tag = k->ac.seq, .round = round, .seg = seg};
+  r->recv.key = (nx_key){.comm = c->id,
+                         .kind = NX_KIND_COLL,
+                         .src = c->members[src],
+                         .tag = k->ac.seq,
+                         .round = round,
+                         .seg = seg};
   nx_ep *ep = c->ep;
   pthread_mutex_lock(&ep->mu);
   int rc = k->ac.failed_rc;
   nx_peer *p = &ep->peers[c->members[src]];
-  if (rc) nx_set_error_text(k->ac.why);
-  else if ((rc = track(k, r)) != 0) nx_fail(rc, "collective receive");
+  if (rc)
+    nx_set_error_text(k->ac.why);
+  else if ((rc = track(k, r)) != 0)
+    nx_fail(rc, "collective receive");
   else if ((rc = nx_match_post(ep, &r->recv)) != 0) {
     k->nreqs--;
     if (rc == NEXAR_ERR_SIZE_MISMATCH)
-      rc = nx_fail(NEXAR_ERR_MISMATCH, "%s #%llu on comm %llu: rank %u sent a block of another "
-                   "size", op_name(k->ac.sig.op), (unsigned long long)k->ac.seq,
-                   (unsigned long long)c->id, src);
+      rc = nx_fail(NEXAR_ERR_MISMATCH,
+                   "%s #%llu on comm %llu: rank %u sent a block of another "
+                   "size",
+                   op_name(k->ac.sig.op), (unsigned long long)k->ac.seq, (unsigned long long)c->id,
+                   src);
   } else if (!r->recv.done && !r->recv.msg && p->state == NX_PEER_DEAD) {
     /* what a departed peer sent before it left is still received above */
     nx_match_cancel(ep, &r->recv);
     k->nreqs--;
-    rc = nx_fail(p->dead_code, "%s #%llu on comm %llu: rank %u is gone (%s)",
-                 op_name(k->ac.sig.op), (unsigned long long)k->ac.seq,
-                 (unsigned long long)c->id, src, p->why);
+    rc = nx_fail(p->dead_code, "%s #%llu on comm %llu: rank %u is gone (%s)", op_name(k->ac.sig.op),
+                 (unsigned long long)k->ac.seq, (unsigned long long)c->id, src, p->why);
   }
   pthread_mutex_unlock(&ep->mu);
   if (rc) {
@@ -327,8 +332,8 @@ int nx_coll_wait(nx_coll *k, nx_creq *cr) {
   int rc = nx_req_wait(r);
   if (rc == NEXAR_ERR_SIZE_MISMATCH) {
     rc = nx_fail(NEXAR_ERR_MISMATCH, "%s #%llu on comm %llu: rank %u sent a block of another size",
-                 op_name(k->ac.sig.op), (unsigned long long)k->ac.seq,
-                 (unsigned long long)k->c->id, r->peer);
+                 op_name(k->ac.sig.op), (unsigned long long)k->ac.seq, (unsigned long long)k->c->id,
+                 r->peer);
   }
   pthread_mutex_lock(&k->c->ep->mu);
   untrack_locked(k, r);

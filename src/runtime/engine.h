@@ -73,9 +73,9 @@ struct nx_rxstream {
   uint8_t hdr[NX_FRAME_HDR_LEN];
   size_t hdrlen;
   nx_msg *msg;
-  uint64_t held;       /* consumed bytes whose credit is not yet returned */
-  int credit_queued;   /* on ep->credit list */
-  int boost;           /* 1: give NX_STREAM_BOOST once; 2: given */
+  uint64_t held;     /* consumed bytes whose credit is not yet returned */
+  int credit_queued; /* on ep->credit list */
+  int boost;         /* 1: give NX_STREAM_BOOST once; 2: given */
   int fin;
   int closed;
   nx_rxstream *next_credit;
@@ -98,6 +98,7 @@ struct nx_msg {
   int complete;
   int queued; /* on the unexpected list */
   int discard;
+  int answered; /* rendezvous descriptor: its sender was told the outcome */
 };
 
 /* Match key: communicator, kind, source (root rank), tag, round, segment. */
@@ -122,11 +123,11 @@ struct nx_recv {
   int done;
   int rc;
   nexar_request *req;
-  int anylen;        /* take a message of any length (RPC replies) */
-  uint8_t *anybuf;   /* its payload, handed over on completion */
+  int anylen;      /* take a message of any length (RPC replies) */
+  uint8_t *anybuf; /* its payload, handed over on completion */
   uint64_t anysize;
-  int32_t status;    /* the frame's status field (RPC replies) */
-  int reading;       /* a rendezvous copy into it is running: must not be cancelled */
+  int32_t status; /* the frame's status field (RPC replies) */
+  int reading;    /* a rendezvous copy into it is running: must not be cancelled */
 };
 
 struct nx_peer {
@@ -144,23 +145,24 @@ struct nx_peer {
   size_t nskip, capskip;
   uint64_t last_heard_ns;
   uint64_t next_hb_ns;
-  char why[160]; /* reason it died */
-  int dead_code; /* what its pending operations got */
-  int shm_ok;    /* same host and it can read our memory: large sends by rendezvous */
-  int departed;  /* closed gracefully */
+  char why[160];              /* reason it died */
+  int dead_code;              /* what its pending operations got */
+  int shm_ok;                 /* same host and it can read our memory: large sends by rendezvous */
+  int departed;               /* closed gracefully */
+  uint64_t rndv_cancelled[8]; /* its cancels that overtook their descriptor */
+  unsigned ncancelled;
   nexar_peer_stats st;
 };
-
 
 struct nx_ep {
   pthread_mutex_t mu;
   pthread_cond_t cv; /* broadcast on arrivals, peer state changes */
   nx_udp udp;
   int epfd, evfd;
-  int epfd_ctl;           /* eventfd only: used while application threads poll */
-  int epfd_wait;          /* UDP socket + wfd: where waiting application threads sleep */
-  int wfd;                /* eventfd: a request was completed by another thread */
-  atomic_int spinners;    /* application threads driving progress in a wait */
+  int epfd_ctl;                    /* eventfd only: used while application threads poll */
+  int epfd_wait;                   /* UDP socket + wfd: where waiting application threads sleep */
+  int wfd;                         /* eventfd: a request was completed by another thread */
+  atomic_int spinners;             /* application threads driving progress in a wait */
   _Atomic uint64_t last_driver_ns; /* when one last stopped driving */
   _Atomic uint64_t next_due;       /* the deadline the last progress step returned */
   atomic_int local_peers;          /* peers proven on this host */
@@ -198,7 +200,9 @@ struct nx_ep {
   int in_progress; /* a progress step is running (possibly in this call chain) */
   uint64_t sleep_until;
   char auth_why[200];
-  uint64_t dropped_datagrams, dropped_logged_ns; /* garbage on the socket */ /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes by itself (0: awake) */
+  uint64_t dropped_datagrams, dropped_logged_ns;                  /* garbage on the socket */
+      /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes
+                                                                     by itself (0: awake) */
 };
 
 /* ---- engine.c */
@@ -249,6 +253,11 @@ int nx_rndv_read_locked(nx_ep *ep, nx_msg *m, nx_recv *r);
 void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m);
 /* A timed-out send asks its reader to drop the descriptor (it still waits). */
 void nx_rndv_cancel_locked(nx_ep *ep, nexar_request *req);
+/* A descriptor dropped unread (late frame, failed collective, cancelled
+ * receive, closed communicator): tells its sender, whose request waits. */
+void nx_rndv_decline_locked(nx_ep *ep, nx_msg *m);
+/* 1 (and m is freed) if m's sender already cancelled it. */
+int nx_rndv_drop_cancelled_locked(nx_ep *ep, nx_msg *m);
 /* Fails rendezvous sends to a dead peer and drops its queued descriptors. */
 void nx_rndv_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why);
 /* 1 while a rendezvous send to a live peer waits for its reader. */

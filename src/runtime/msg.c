@@ -26,15 +26,17 @@ void nx_tx_acked(nx_ep *ep, nx_txmsg *m, uint64_t offset, uint64_t len) {
     nexar_request *r = m->req;
     m->req = NULL;
     r->tx = NULL;
-    nx_req_complete(r, m->cancel ? m->cancel_rc : 0,
-                    m->cancel ? (m->cancel_rc == NEXAR_ERR_TIMEOUT ? nx_req_what(r) : "send aborted")
-                              : NULL);
+    nx_req_complete(
+        r, m->cancel ? m->cancel_rc : 0,
+        m->cancel ? (m->cancel_rc == NEXAR_ERR_TIMEOUT ? nx_req_what(r) : "send aborted") : NULL);
   }
 }
 
 void nx_tx_free(nx_txmsg *m) {
-  if (m->all_prev) m->all_prev->all_next = m->all_next;
-  else if (m->ep) m->ep->tx_all = m->all_next;
+  if (m->all_prev)
+    m->all_prev->all_next = m->all_next;
+  else if (m->ep)
+    m->ep->tx_all = m->all_next;
   if (m->all_next) m->all_next->all_prev = m->all_prev;
   if (m->req) { /* freed before completion: the engine is tearing down */
     m->req->tx = NULL;
@@ -107,7 +109,8 @@ static void order_deliver(nx_ep *ep, nx_peer *p) {
 
 static void order_insert(nx_ep *ep, nx_peer *p, nx_msg *m) {
   nx_msg **pp = &p->rx_pending;
-  while (*pp && (*pp)->sid < m->sid) pp = &(*pp)->next_pending;
+  while (*pp && (*pp)->sid < m->sid)
+    pp = &(*pp)->next_pending;
   m->next_pending = *pp;
   *pp = m;
   order_deliver(ep, p);
@@ -116,7 +119,8 @@ static void order_insert(nx_ep *ep, nx_peer *p, nx_msg *m) {
 static int grow_buf(nx_msg *m, uint64_t need) {
   if (need <= m->bufcap) return 0;
   uint64_t cap = m->bufcap ? m->bufcap * 2 : 4096;
-  while (cap < need) cap *= 2;
+  while (cap < need)
+    cap *= 2;
   if (cap > m->wire_len) cap = m->wire_len;
   uint8_t *b = realloc(m->buf, (size_t)cap);
   if (!b) return NEXAR_ERR_NOMEM;
@@ -132,7 +136,7 @@ static int consume(nx_ep *ep, nx_rxstream *rs, nx_msg *m, const uint8_t *d, size
                    m->f.src);
   int rndv = (m->f.flags & NX_FLAG_RNDV) != 0;
   if (!rndv) m->peer->st.bytes_received += n;
-  if (m->discard) {
+  if (m->discard && !rndv) { /* a dropped descriptor is kept: its sender gets an answer */
     m->got += n;
     *credit += n;
     return 0;
@@ -142,16 +146,18 @@ static int consume(nx_ep *ep, nx_rxstream *rs, nx_msg *m, const uint8_t *d, size
     *credit += n;
     return 0;
   }
-  if (grow_buf(m, m->got + n)) return nx_fail(NEXAR_ERR_NOMEM, "buffering a message from rank %u",
-                                              m->f.src);
+  if (grow_buf(m, m->got + n))
+    return nx_fail(NEXAR_ERR_NOMEM, "buffering a message from rank %u", m->f.src);
   memcpy(m->buf + m->got, d, n);
   m->got += n;
   if (is_internal(m->f.kind) || rndv) {
     *credit += n;
   } else {
     ep->unexp_bytes += n;
-    if (ep->unexp_bytes <= NX_UNEXP_BUDGET) *credit += n;
-    else rs->held += n; /* the sender waits until a receive takes it */
+    if (ep->unexp_bytes <= NX_UNEXP_BUDGET)
+      *credit += n;
+    else
+      rs->held += n; /* the sender waits until a receive takes it */
   }
   return 0;
 }
@@ -177,9 +183,9 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
       if (is_internal(f.kind) && f.length > NX_INTERNAL_MAX)
         return nx_fail(NEXAR_ERR_PROTOCOL, "control frame of %llu bytes from rank %u",
                        (unsigned long long)f.length, p->rank);
-      if ((f.kind == NX_KIND_HEARTBEAT || f.kind == NX_KIND_ABORT ||
-           f.kind == NX_KIND_COLL_FAIL || f.kind == NX_KIND_RNDV_DONE ||
-           f.kind == NX_KIND_SHM_OK) && f.length != 0)
+      if ((f.kind == NX_KIND_HEARTBEAT || f.kind == NX_KIND_ABORT || f.kind == NX_KIND_COLL_FAIL ||
+           f.kind == NX_KIND_RNDV_DONE || f.kind == NX_KIND_SHM_OK) &&
+          f.length != 0)
         return nx_fail(NEXAR_ERR_PROTOCOL, "control frame with payload from rank %u", p->rank);
       if (f.kind == NX_KIND_SHM_HELLO && f.length != 32)
         return nx_fail(NEXAR_ERR_PROTOCOL, "malformed same-host probe from rank %u", p->rank);
@@ -250,8 +256,8 @@ void nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs) {
     if (m->rcv) {
       nx_recv *r = m->rcv;
       char why[160];
-      snprintf(why, sizeof why, "rank %u cancelled the message after %llu of %llu bytes",
-               p->rank, (unsigned long long)m->got, (unsigned long long)m->f.length);
+      snprintf(why, sizeof why, "rank %u cancelled the message after %llu of %llu bytes", p->rank,
+               (unsigned long long)m->got, (unsigned long long)m->f.length);
       r->msg = NULL;
       nx_recv_finish(ep, r, NEXAR_ERR_TIMEOUT, why);
       nx_msg_free(ep, m);
@@ -264,8 +270,10 @@ void nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs) {
       m->complete = 1;
     }
   }
-  if (rs->all_prev) rs->all_prev->all_next = rs->all_next;
-  else ep->rx_all = rs->all_next;
+  if (rs->all_prev)
+    rs->all_prev->all_next = rs->all_next;
+  else
+    ep->rx_all = rs->all_next;
   if (rs->all_next) rs->all_next->all_prev = rs->all_prev;
   free(rs);
 }
@@ -307,6 +315,7 @@ static void msg_finish(nx_ep *ep, nx_msg *m) {
     nx_msg_free(ep, m);
     return;
   }
+  if (m->queued && nx_rndv_drop_cancelled_locked(ep, m)) return;
   if (m->queued) pthread_cond_broadcast(&ep->cv);
 }
 
@@ -315,6 +324,7 @@ void nx_msg_finish_if_complete(nx_ep *ep, nx_msg *m) {
 }
 
 void nx_msg_free(nx_ep *ep, nx_msg *m) {
+  nx_rndv_decline_locked(ep, m);
   if (m->buf && !m->rcv && !is_internal(m->f.kind)) {
     ep->unexp_bytes -= NX_MIN(ep->unexp_bytes, m->got);
   }

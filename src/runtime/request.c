@@ -4,7 +4,6 @@
  * work) are waited on a condvar. */
 #include "runtime/request.h"
 
-
 #include <errno.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -12,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
 
 nexar_request *nx_req_new(void) {
   nexar_request *r = nx_calloc(1, sizeof *r);
@@ -73,33 +71,35 @@ const char *nx_req_what(nexar_request *r) {
   return r->what;
 }
 
+int nx_req_abandon_locked(nx_ep *ep, nexar_request *r, int rc, const char *why) {
+  if (atomic_load(&r->done)) return 1;
+  if (r->kind == NX_REQ_SEND && (r->rndv || r->tx)) {
+    snprintf(r->what, sizeof r->what, "%s", why);
+    if (r->rndv)
+      nx_rndv_cancel_locked(ep, r);
+    else
+      nx_tx_cancel_locked(ep, r->tx, rc);
+    return atomic_load(&r->done);
+  }
+  if (r->kind == NX_REQ_RECV && r->recv.reading) return 0;
+  if (r->kind == NX_REQ_RECV) nx_match_cancel(ep, &r->recv);
+  nx_req_complete(r, rc, why);
+  return 1;
+}
+
 static void req_timeout(nexar_request *r) {
   char msg[300];
   snprintf(msg, sizeof msg, "%s: no progress for %u ms", nx_req_what(r), r->timeout_ms);
-  if (r->ep) {
-    pthread_mutex_lock(&r->ep->mu);
-    if (!atomic_load(&r->done)) {
-      if (r->kind == NX_REQ_SEND && r->rndv) {
-        /* its reader may be copying from the buffer: wait for its answer */
-        snprintf(r->what, sizeof r->what, "%s", msg);
-        nx_rndv_cancel_locked(r->ep, r);
-        r->timeout_ms = 0;
-      } else if (r->kind == NX_REQ_SEND && r->tx) {
-        /* completes once ngtcp2 no longer references the buffer */
-        snprintf(r->what, sizeof r->what, "%s", msg);
-        nx_tx_cancel_locked(r->ep, r->tx, NEXAR_ERR_TIMEOUT);
-        r->timeout_ms = 0;
-      } else if (r->kind == NX_REQ_RECV && r->recv.reading) {
-        atomic_store(&r->progress_ns, nx_now_ns()); /* a copy is running: it is progress */
-      } else {
-        if (r->kind == NX_REQ_RECV) nx_match_cancel(r->ep, &r->recv);
-        nx_req_complete(r, NEXAR_ERR_TIMEOUT, msg);
-      }
-    }
-    pthread_mutex_unlock(&r->ep->mu);
-  } else {
+  if (!r->ep) {
     nx_req_complete(r, NEXAR_ERR_TIMEOUT, msg);
+    return;
   }
+  pthread_mutex_lock(&r->ep->mu);
+  if (r->kind == NX_REQ_RECV && r->recv.reading)
+    atomic_store(&r->progress_ns, nx_now_ns()); /* a copy is running: it is progress */
+  else if (!nx_req_abandon_locked(r->ep, r, NEXAR_ERR_TIMEOUT, msg))
+    r->timeout_ms = 0; /* it completes when its buffer is released */
+  pthread_mutex_unlock(&r->ep->mu);
 }
 
 /* Returns 1 once r is done or timed out, after checking the no-progress limit. */

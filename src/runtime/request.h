@@ -17,10 +17,10 @@ struct nexar_request {
   int rc;
   char *errtext;
   int kind;
-  nx_ep *ep;        /* set for RECV/SEND: cancellation on timeout */
-  nx_recv recv;     /* RECV */
-  nx_txmsg *tx;     /* SEND (zero-copy, until acked) */
-  nx_rndv *rndv;    /* SEND by same-host rendezvous, until read */
+  nx_ep *ep;     /* set for RECV/SEND: cancellation on timeout */
+  nx_recv recv;  /* RECV */
+  nx_txmsg *tx;  /* SEND (zero-copy, until acked) */
+  nx_rndv *rndv; /* SEND by same-host rendezvous, until read */
   nexar_iovec *iov_copy;
   uint32_t timeout_ms; /* no progress for this long fails the op (0 = none) */
   uint32_t peer;       /* for messages */
@@ -47,5 +47,11 @@ void nx_req_complete(nexar_request *req, int rc, const char *errtext);
  * no-progress limit, and returns the result; does not free. */
 int nx_req_wait(nexar_request *req);
 void nx_req_free(nexar_request *req);
+/* Gives up on a pending request under ep->mu (timeout, failed collective)
+ * without releasing a buffer someone may still touch: a same-host send waits
+ * for its reader's answer, a zero-copy send for ngtcp2 to drop it, a receive
+ * being copied into for the copy to end; everything else completes now with
+ * rc. Returns 1 if it completed now. */
+int nx_req_abandon_locked(nx_ep *ep, nexar_request *r, int rc, const char *why);
 
 #endif

@@ -26,11 +26,13 @@ struct nx_rndv {
 };
 
 static void put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
 }
 static uint64_t get64(const uint8_t *p) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  for (int i = 7; i >= 0; i--)
+    v = (v << 8) | p[i];
   return v;
 }
 
@@ -59,15 +61,16 @@ void nx_rndv_hello_locked(nx_ep *ep, nx_peer *p) {
   control(ep, p, NX_KIND_SHM_HELLO, 0, 0, b, sizeof b);
 }
 
-static int read_remote(pid_t pid, const struct iovec *local, size_t nl,
-                       const struct iovec *remote, size_t nr, size_t total) {
+static int read_remote(pid_t pid, const struct iovec *local, size_t nl, const struct iovec *remote,
+                       size_t nr, size_t total) {
   if (pid == getpid()) { /* ranks as threads: a plain copy */
     size_t li = 0, lo = 0;
     for (size_t ri = 0; ri < nr; ri++) {
       const uint8_t *src = remote[ri].iov_base;
       size_t left = remote[ri].iov_len;
       while (left) {
-        while (li < nl && lo == local[li].iov_len) li++, lo = 0;
+        while (li < nl && lo == local[li].iov_len)
+          li++, lo = 0;
         if (li == nl) return -1;
         size_t n = NX_MIN(left, local[li].iov_len - lo);
         memcpy((uint8_t *)local[li].iov_base + lo, src, n);
@@ -234,6 +237,7 @@ copied:
     m->peer->st.bytes_received += rc ? 0 : total;
     control(ep, m->peer, NX_KIND_RNDV_DONE, id, rc, NULL, 0);
   }
+  m->answered = 1;
   if (rc) NX_WARN("%s", why);
   r->got = total;
   r->reading = 0;
@@ -250,18 +254,51 @@ void nx_rndv_cancel_locked(nx_ep *ep, nexar_request *req) {
   control(ep, rv->peer, NX_KIND_RNDV_DONE, rv->id, NEXAR_ERR_TIMEOUT, NULL, 1); /* cancel */
 }
 
-/* A cancel from the sender: drop its descriptor if no receive took it yet. */
+static int is_descriptor(const nx_msg *m) {
+  return (m->f.flags & NX_FLAG_RNDV) && (m->f.kind == NX_KIND_P2P || m->f.kind == NX_KIND_COLL);
+}
+
+/* Drops an unread descriptor and gives its sender the outcome. */
+static void drop(nx_ep *ep, nx_msg *m, int code) {
+  if (m->queued) nx_match_unqueue(ep, m);
+  if (m->got >= 8 && m->peer->state == NX_PEER_UP && !ep->stop)
+    control(ep, m->peer, NX_KIND_RNDV_DONE, get64(m->buf), code, NULL, 0);
+  m->answered = 1;
+  nx_msg_free(ep, m);
+}
+
+void nx_rndv_decline_locked(nx_ep *ep, nx_msg *m) {
+  if (!is_descriptor(m) || m->answered || m->got < 8) return;
+  m->answered = 1;
+  if (m->peer->state == NX_PEER_UP && !ep->stop)
+    control(ep, m->peer, NX_KIND_RNDV_DONE, get64(m->buf), NEXAR_ERR_ABORTED, NULL, 0);
+}
+
+/* A cancel from the sender: drop its descriptor if no receive took it yet.
+ * Each message has its own stream, so the cancel can overtake the end of its
+ * descriptor: then it is remembered until the descriptor is complete. */
 static void on_cancel(nx_ep *ep, nx_peer *p, uint64_t id) {
   for (nx_msg *m = ep->unexp_head; m; m = m->next) {
-    if (m->peer != p || !(m->f.flags & NX_FLAG_RNDV) || !m->complete || m->got < 8 ||
-        get64(m->buf) != id)
+    if (m->peer != p || !is_descriptor(m) || !m->complete || m->got < 8 || get64(m->buf) != id)
       continue;
-    nx_match_unqueue(ep, m);
-    nx_msg_free(ep, m);
-    control(ep, p, NX_KIND_RNDV_DONE, id, NEXAR_ERR_TIMEOUT, NULL, 0);
+    drop(ep, m, NEXAR_ERR_TIMEOUT);
     return;
   }
-  /* already read (its DONE went out) or still arriving: nothing to do */
+  /* already read or dropped (its answer went out), or still arriving */
+  p->rndv_cancelled[p->ncancelled++ % 8] = id;
+}
+
+int nx_rndv_drop_cancelled_locked(nx_ep *ep, nx_msg *m) {
+  nx_peer *p = m->peer;
+  if (!is_descriptor(m) || m->got < 8 || !p->ncancelled) return 0;
+  uint64_t id = get64(m->buf);
+  for (unsigned i = 0; i < 8 && i < p->ncancelled; i++)
+    if (p->rndv_cancelled[i] == id) {
+      p->rndv_cancelled[i] = 0; /* ids start at 1 */
+      drop(ep, m, NEXAR_ERR_TIMEOUT);
+      return 1;
+    }
+  return 0;
 }
 
 void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
@@ -318,6 +355,7 @@ void nx_rndv_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) 
     n = m->next;
     if (m->peer == p && (m->f.flags & NX_FLAG_RNDV)) {
       nx_match_unqueue(ep, m);
+      m->answered = 1;
       nx_msg_free(ep, m);
     }
   }

@@ -15,6 +15,12 @@
  *                and 2 is {0}; point-to-point between 1 and 2 still works.
  *   abort_nb     nexar_abort wakes non-blocking requests (barrier_nb, recv_nb)
  *                of the aborted communicator: their waits return ABORTED.
+ *   abort_bulk   World 2; rank 0 aborts a 16 MiB allreduce that rank 1 never
+ *                joins (its large sends wait for a peer to take them): ABORTED
+ *                promptly, then both clients close cleanly (no use of the
+ *                aborted operation's memory afterwards: checked under ASan).
+ *   mismatch_bulk World 2; a 16 MiB allreduce against a 16 MiB broadcast: both
+ *                ranks get MISMATCH, then a correct 16 MiB allreduce is exact.
  *   split        World 5, a child made by nexar_split with reversed keys (child
  *                rank = 4 - parent rank, parent 0 left out). The member with
  *                child rank 1 aborts the child; the others must see child rank 1
@@ -310,6 +316,101 @@ static void scenario_abort_nb(void) {
   nexar_client_del(c[1]);
 }
 
+/* ------------------------------------------------------- bulk failures */
+
+#define BULK_COUNT (4u << 20) /* 16 MiB of f32: the large-message path */
+
+typedef struct bulk_call {
+  nexar_client *c;
+  int bcast; /* broadcast from rank 1 instead of allreduce */
+  float *buf;
+  int rc;
+  double t_end;
+  char err[256];
+} bulk_call;
+
+static void *bulk_main(void *arg) {
+  bulk_call *b = arg;
+  b->rc = b->bcast ? nexar_broadcast(b->c, b->buf, BULK_COUNT, NEXAR_F32, 1)
+                   : nexar_all_reduce(b->c, b->buf, BULK_COUNT, NEXAR_F32, NEXAR_SUM);
+  b->t_end = now_ms();
+  snprintf(b->err, sizeof b->err, "%s", b->rc ? nexar_last_error() : "");
+  return NULL;
+}
+
+static float *bulk_buf(float v) {
+  float *p = malloc(BULK_COUNT * sizeof *p);
+  if (!p) exit(1);
+  for (uint32_t i = 0; i < BULK_COUNT; i++)
+    p[i] = v + (float)(i & 1023);
+  return p;
+}
+
+static void scenario_abort_bulk(void) {
+  const char *name = "abort_bulk";
+  nexar_config cfg = fault_config();
+  nexar_client *c[2];
+  int rc = nexar_bootstrap_local(c, 2, &cfg);
+  check(rc == 0, name, "bootstrap_local(2): %s", rc ? nexar_last_error() : "ok");
+  if (rc) return;
+  bulk_call b = {c[0], 0, bulk_buf(1.0f), 0, 0, ""};
+  watchdog w = {c[0], 300, 0};
+  pthread_t t, tw;
+  pthread_create(&t, NULL, bulk_main, &b);
+  pthread_create(&tw, NULL, watchdog_main, &w);
+  pthread_join(tw, NULL);
+  pthread_join(t, NULL);
+  double d = b.t_end - w.t_abort;
+  check(b.rc == NEXAR_ERR_ABORTED && d < PROMPT_MS, name,
+        "rank 0 16 MiB allreduce aborted -> %s after %.0f ms (want ABORTED within %.0f ms) [%s]",
+        code_name(b.rc), d, PROMPT_MS, b.err);
+  free(b.buf); /* the library must hold no pointer into it any more */
+  double t0 = now_ms();
+  nexar_client_del(c[0]);
+  nexar_client_del(c[1]);
+  check(now_ms() - t0 < 5000, name, "client_del of 2 ranks took %.0f ms", now_ms() - t0);
+}
+
+static void scenario_mismatch_bulk(void) {
+  const char *name = "mismatch_bulk";
+  nexar_config cfg = fault_config();
+  nexar_client *c[2];
+  int rc = nexar_bootstrap_local(c, 2, &cfg);
+  check(rc == 0, name, "bootstrap_local(2): %s", rc ? nexar_last_error() : "ok");
+  if (rc) return;
+  bulk_call b[2] = {{c[0], 0, bulk_buf(1.0f), 0, 0, ""}, {c[1], 1, bulk_buf(2.0f), 0, 0, ""}};
+  pthread_t t[2];
+  double t0 = now_ms();
+  for (int i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, bulk_main, &b[i]);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++)
+    check(b[i].rc == NEXAR_ERR_MISMATCH && b[i].t_end - t0 < 5000, name,
+          "rank %d (%s) -> %s after %.0f ms (want MISMATCH) [%s]", i,
+          b[i].bcast ? "broadcast" : "allreduce", code_name(b[i].rc), b[i].t_end - t0, b[i].err);
+  /* the communicator stays usable: nothing of the failed pair is matched */
+  for (int i = 0; i < 2; i++) {
+    free(b[i].buf);
+    b[i].buf = bulk_buf((float)(i + 1));
+    b[i].bcast = 0;
+    pthread_create(&t[i], NULL, bulk_main, &b[i]);
+  }
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  uint32_t bad = 0;
+  for (uint32_t i = 0; i < BULK_COUNT; i++)
+    bad += b[0].buf[i] != 3.0f + 2.0f * (float)(i & 1023) ||
+           b[1].buf[i] != 3.0f + 2.0f * (float)(i & 1023);
+  check(b[0].rc == 0 && b[1].rc == 0 && bad == 0, name,
+        "allreduce after the mismatch: %s / %s, %u wrong elements [%s%s]", code_name(b[0].rc),
+        code_name(b[1].rc), bad, b[0].err, b[1].err);
+  for (int i = 0; i < 2; i++) {
+    free(b[i].buf);
+    nexar_client_del(c[i]);
+  }
+}
+
 /* -------------------------------------------------------------- split */
 
 #define SPLIT_WORLD 5
@@ -476,6 +577,8 @@ int main(int argc, char **argv) {
     if (!only || strcmp(only, name) == 0) scenario_abort((enum op)op);
   }
   if (!only || strcmp(only, "abort_nb") == 0) scenario_abort_nb();
+  if (!only || strcmp(only, "abort_bulk") == 0) scenario_abort_bulk();
+  if (!only || strcmp(only, "mismatch_bulk") == 0) scenario_mismatch_bulk();
   if (!only || strcmp(only, "split") == 0) scenario_split();
   int f = atomic_load(&g_failures);
   printf("fault_test: %d check(s) failed\n", f);
