@@ -143,16 +143,16 @@ struct nexar_device_adapter;
 /** Runtime settings. Fill with nexar_config_default, then edit. Every field
  * has an environment variable: NEXAR_ + the field name in upper case. */
 typedef struct nexar_config {
-  size_t struct_size;             /* written by nexar_config_default; do not edit */
-  uint32_t collective_timeout_ms; /* 30000: no progress for this long fails the op */
-  uint32_t barrier_timeout_ms;    /* 30000 */
-  uint32_t rpc_timeout_ms;        /* 30000 */
-  uint32_t connect_timeout_ms;    /* 60000: cluster formation */
-  size_t large_msg_bytes;         /* 8 MiB: pipelined allreduce from here */
-  size_t pipeline_segment_bytes;  /* 2 MiB */
-  uint32_t ring_max_world;        /* 8: ring vs halving-doubling */
-  int bulk_transport;             /* 1: large payloads may use the fastest safe path */
-  int encrypt_bulk;               /* 1: that path is encrypted and authenticated */
+  size_t struct_size;                    /* written by nexar_config_default; do not edit */
+  uint32_t collective_timeout_ms;        /* 30000: no progress for this long fails the op */
+  uint32_t barrier_timeout_ms;           /* 30000 */
+  uint32_t rpc_timeout_ms;               /* 30000 */
+  uint32_t connect_timeout_ms;           /* 60000: cluster formation */
+  size_t large_msg_bytes;                /* 8 MiB: pipelined allreduce from here */
+  size_t pipeline_segment_bytes;         /* 2 MiB */
+  uint32_t ring_max_world;               /* 8: ring vs halving-doubling */
+  int bulk_transport;                    /* 1: large payloads may use the fastest safe path */
+  int encrypt_bulk;                      /* 1: that path is encrypted and authenticated */
   size_t compressed_allreduce_max_bytes; /* 4 GiB, 0 = no limit */
   uint32_t heartbeat_interval_ms;        /* 1000 */
   uint32_t heartbeat_timeout_ms;         /* 5000: silence this long marks a peer dead */
@@ -246,8 +246,8 @@ NEXAR_EXTERN int nexar_all_gather(nexar_client *c, const void *send, void *recv,
 NEXAR_EXTERN int nexar_reduce_scatter(nexar_client *c, const void *send, void *recv, size_t count,
                                       nexar_dtype dt, nexar_op op);
 /** Reduction into root's buf only. */
-NEXAR_EXTERN int nexar_reduce(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
-                              nexar_op op, uint32_t root);
+NEXAR_EXTERN int nexar_reduce(nexar_client *c, void *buf, size_t count, nexar_dtype dt, nexar_op op,
+                              uint32_t root);
 /** send block j goes to rank j; recv block i came from rank i. */
 NEXAR_EXTERN int nexar_all_to_all(nexar_client *c, const void *send, void *recv, size_t count,
                                   nexar_dtype dt);
@@ -309,8 +309,8 @@ NEXAR_EXTERN int nexar_barrier_nb(nexar_client *c, nexar_request **req);
 NEXAR_EXTERN int nexar_all_reduce_bucketed_nb(nexar_client *c, const nexar_bucket *b, size_t n,
                                               nexar_dtype dt, nexar_op op, nexar_request **req);
 /** Non-blocking nexar_all_reduce_rs_ag. */
-NEXAR_EXTERN int nexar_all_reduce_rs_ag_nb(nexar_client *c, void *buf, size_t count,
-                                           nexar_dtype dt, nexar_op op, nexar_request **req);
+NEXAR_EXTERN int nexar_all_reduce_rs_ag_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
+                                           nexar_op op, nexar_request **req);
 
 /** Waits for req, frees it, and returns the operation's result. */
 NEXAR_EXTERN int nexar_wait(nexar_request *req);
@@ -358,8 +358,7 @@ typedef struct nexar_compressor nexar_compressor;
 /** Keeps the ratio*count largest-magnitude elements. */
 NEXAR_EXTERN int nexar_compressor_topk_new(nexar_compressor **out, double ratio);
 /** Keeps ratio*count elements drawn from seed and the call. */
-NEXAR_EXTERN int nexar_compressor_randomk_new(nexar_compressor **out, double ratio,
-                                              uint64_t seed);
+NEXAR_EXTERN int nexar_compressor_randomk_new(nexar_compressor **out, double ratio, uint64_t seed);
 /** Frees a compressor. */
 NEXAR_EXTERN void nexar_compressor_del(nexar_compressor *c);
 /** Allreduce with compression and error feedback (residual kept between calls). */
@@ -377,11 +376,18 @@ typedef struct nexar_device_adapter {
 
 /* -------------------------------------------------------- observability */
 
-/** Traffic counters for one peer. */
+/** Traffic counters for one peer. Fields are only ever appended (the sized
+ *  getter fills what the caller's struct has). */
 typedef struct nexar_peer_stats {
   uint64_t bytes_sent, bytes_received, messages_sent, messages_received;
   uint64_t packets_lost;
   double smoothed_rtt_us;
+  /** Payload bytes that took the bulk path instead of QUIC: a same-host copy,
+   *  or the TCP stream to another host (included in bytes_sent/received). */
+  uint64_t bulk_bytes_sent, bulk_bytes_received;
+  /** 1 while a TCP bulk stream to the peer is up, 2 if it is TLS-protected
+   *  (encrypt_bulk), 0 without one (same host, or QUIC only). */
+  int bulk_stream;
 } nexar_peer_stats;
 /** Fills out (out_size bytes of it) with the counters for peer. Use the macro. */
 NEXAR_EXTERN int nexar_peer_stats_get_sized(nexar_client *c, uint32_t peer, nexar_peer_stats *out,

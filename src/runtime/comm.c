@@ -28,7 +28,8 @@ int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uin
     free(c);
     return rc;
   }
-  for (uint32_t j = 0; j < ep->world; j++) c->of_root[j] = UINT32_MAX;
+  for (uint32_t j = 0; j < ep->world; j++)
+    c->of_root[j] = UINT32_MAX;
   for (uint32_t i = 0; i < n; i++) {
     c->members[i] = members[i];
     c->of_root[members[i]] = i;
@@ -96,8 +97,10 @@ void nx_comm_fail_pending_locked(nx_comm *c, int rc, const char *why) {
   for (nx_recv *r = ep->posted_head, *n; r; r = n) {
     n = r->next;
     if (r->key.comm == c->id) {
-      if (prev) prev->next = n;
-      else ep->posted_head = n;
+      if (prev)
+        prev->next = n;
+      else
+        ep->posted_head = n;
       if (ep->posted_tail == r) ep->posted_tail = prev;
       nx_recv_finish(ep, r, rc, why);
     } else {
@@ -163,7 +166,8 @@ void nx_comm_peer_dead_locked(nx_comm *c, uint32_t root_rank, const char *why) {
   if (!d) return;
   c->dead = d;
   size_t i = c->ndead++;
-  while (i > 0 && d[i - 1] > r) d[i] = d[i - 1], i--;
+  while (i > 0 && d[i - 1] > r)
+    d[i] = d[i - 1], i--;
   d[i] = r;
   char msg[200];
   snprintf(msg, sizeof msg, "rank %u lost: %s", r, why);
@@ -174,8 +178,10 @@ void nx_comm_peer_dead_locked(nx_comm *c, uint32_t root_rank, const char *why) {
   for (nx_recv *x = ep->posted_head, *n; x; x = n) {
     n = x->next;
     if (x->key.comm == c->id && x->key.src == root_rank) {
-      if (prev) prev->next = n;
-      else ep->posted_head = n;
+      if (prev)
+        prev->next = n;
+      else
+        ep->posted_head = n;
       if (ep->posted_tail == x) ep->posted_tail = prev;
       nx_recv_finish(ep, x, NEXAR_ERR_PEER_LOST, msg);
     } else {
@@ -204,7 +210,8 @@ int nexar_failed_ranks(nexar_client *c, uint32_t *ranks, size_t cap, size_t *n) 
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "failed_ranks: NULL argument");
   pthread_mutex_lock(&c->ep->mu);
   *n = c->ndead;
-  for (size_t i = 0; i < c->ndead && i < cap; i++) ranks[i] = c->dead[i];
+  for (size_t i = 0; i < c->ndead && i < cap; i++)
+    ranks[i] = c->dead[i];
   pthread_mutex_unlock(&c->ep->mu);
   return 0;
 }
@@ -213,7 +220,8 @@ int nexar_on_failure(nexar_client *c, nexar_failure_fn fn, void *ctx) {
   if (!c) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "on_failure: NULL communicator");
   pthread_mutex_lock(&c->ep->mu);
   /* once this returns, the old callback is not running */
-  while (c->rpc_busy > 0 && c->on_failure) pthread_cond_wait(&c->rpc_idle, &c->ep->mu);
+  while (c->rpc_busy > 0 && c->on_failure)
+    pthread_cond_wait(&c->rpc_idle, &c->ep->mu);
   c->on_failure = fn;
   c->on_failure_ctx = ctx;
   notify_failure_locked(c);
@@ -245,7 +253,8 @@ void nexar_client_del(nexar_client *c) {
   nx_ep *ep = c->ep;
   pthread_mutex_lock(&ep->mu);
   c->on_failure = NULL;
-  while (c->rpc_busy > 0) pthread_cond_wait(&c->rpc_idle, &ep->mu);
+  while (c->rpc_busy > 0)
+    pthread_cond_wait(&c->rpc_idle, &ep->mu);
   nx_comm_fail_pending_locked(c, NEXAR_ERR_ABORTED, "communicator deleted");
   for (nx_comm **pp = &ep->comms; *pp; pp = &(*pp)->next)
     if (*pp == c) {
@@ -274,7 +283,9 @@ int nexar_peer_stats_get_sized(nexar_client *c, uint32_t peer, nexar_peer_stats 
     return nx_fail(NEXAR_ERR_INVALID_RANK, "peer_stats: rank %u of %u", peer, c->size);
   nexar_peer_stats st;
   pthread_mutex_lock(&c->ep->mu);
-  st = c->ep->peers[c->members[peer]].st;
+  nx_peer *p = &c->ep->peers[c->members[peer]];
+  st = p->st;
+  st.bulk_stream = p->bulk_up ? (c->ep->cfg.encrypt_bulk ? 2 : 1) : 0;
   pthread_mutex_unlock(&c->ep->mu);
   memcpy(out, &st, NX_MIN(out_size, sizeof st));
   return 0;

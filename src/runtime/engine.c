@@ -15,6 +15,7 @@
 #include "core/config.h"
 #include "runtime/comm.h"
 #include "runtime/request.h"
+#include "runtime/rndv.h"
 #include "transport/quic.h"
 
 static void *progress_main(void *arg);
@@ -43,6 +44,7 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   pthread_cond_init(&ep->cv, &ca);
   pthread_condattr_destroy(&ca);
   ep->epfd = ep->evfd = ep->epfd_ctl = ep->epfd_wait = ep->wfd = -1;
+  ep->bulk_lfd = -1;
   atomic_init(&ep->refs, 1);
   ep->hb_interval_ns = (uint64_t)ep->cfg.heartbeat_interval_ms * 1000000ull;
   ep->hb_timeout_ns = (uint64_t)ep->cfg.heartbeat_timeout_ms * 1000000ull;
@@ -55,6 +57,12 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
     if ((rc = nx_parse_u32("NEXAR_SPIN_US", sp, &us))) goto fail;
     ep->spin_override = us;
   }
+  /* bench and test knobs of the inter-host bulk path (bench/README.md) */
+  size_t bmin = ep->cfg.encrypt_bulk ? NX_BULK_TLS_MIN : NX_BULK_PLAIN_MIN;
+  if ((rc = nx_env_bool("NEXAR_BULK_TCP_LOCAL", &ep->bulk_tcp_local, NULL)) ||
+      (rc = nx_env_bytes("NEXAR_BULK_MIN_BYTES", &bmin, NULL)))
+    goto fail;
+  ep->bulk_min = bmin;
   rc = nx_udp_open(&ep->udp, bind_host, port);
   if (rc) goto fail;
   ep->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -117,8 +125,8 @@ static int resolve(const char *hostport, struct sockaddr_storage *ss, socklen_t 
   char ps[8];
   snprintf(ps, sizeof ps, "%u", port);
   int g = getaddrinfo(host, ps, &hints, &res);
-  if (g || !res) return nx_fail(NEXAR_ERR_IO, "cannot resolve peer address '%s': %s", hostport,
-                                gai_strerror(g));
+  if (g || !res)
+    return nx_fail(NEXAR_ERR_IO, "cannot resolve peer address '%s': %s", hostport, gai_strerror(g));
   memcpy(ss, res->ai_addr, res->ai_addrlen);
   *len = res->ai_addrlen;
   freeaddrinfo(res);
@@ -148,6 +156,8 @@ int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_
   memcpy(ep->cluster_id, cluster_id, 16);
   ep->creds = creds;
   nx_log_set_rank(rank);
+  int brc = nx_bulk_start(ep);
+  if (brc) return brc;
   if (pthread_create(&ep->thr, NULL, progress_main, ep) != 0)
     return nx_fail(NEXAR_ERR_IO, "cannot start the progress thread");
   ep->thr_started = 1;
@@ -175,8 +185,10 @@ int nx_ep_connect_mesh(nx_ep *ep, uint64_t deadline_ns) {
     uint32_t missing = UINT32_MAX, dead = UINT32_MAX;
     for (uint32_t j = 0; j < ep->world; j++) {
       if (ep->peers[j].departed) continue; /* it was up and has finished already */
-      if (ep->peers[j].state == NX_PEER_DEAD && dead == UINT32_MAX) dead = j;
-      else if (ep->peers[j].state != NX_PEER_UP && missing == UINT32_MAX) missing = j;
+      if (ep->peers[j].state == NX_PEER_DEAD && dead == UINT32_MAX)
+        dead = j;
+      else if (ep->peers[j].state != NX_PEER_UP && missing == UINT32_MAX)
+        missing = j;
     }
     if (dead != UINT32_MAX) {
       rc = nx_fail(ep->peers[dead].dead_code, "forming the mesh: rank %u at %s: %s", dead,
@@ -187,11 +199,14 @@ int nx_ep_connect_mesh(nx_ep *ep, uint64_t deadline_ns) {
     uint64_t now = nx_now_ns();
     if (deadline_ns && now >= deadline_ns) {
       rc = ep->auth_why[0]
-               ? nx_fail(NEXAR_ERR_AUTH, "forming the mesh: rank %u: no connection with rank %u "
-                         "at %s: %s", ep->rank, missing, ep->peers[missing].addrstr, ep->auth_why)
+               ? nx_fail(NEXAR_ERR_AUTH,
+                         "forming the mesh: rank %u: no connection with rank %u "
+                         "at %s: %s",
+                         ep->rank, missing, ep->peers[missing].addrstr, ep->auth_why)
                : nx_fail(NEXAR_ERR_TIMEOUT,
                          "forming the mesh: rank %u: no authenticated connection with rank %u "
-                         "at %s", ep->rank, missing, ep->peers[missing].addrstr);
+                         "at %s",
+                         ep->rank, missing, ep->peers[missing].addrstr);
       break;
     }
     uint64_t wake = now + 20000000ull;
@@ -209,7 +224,8 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
                       size_t niov, nexar_request *req, nx_txmsg **out) {
   if (out) *out = NULL;
   uint64_t len = 0;
-  for (size_t i = 0; i < niov; i++) len += iov[i].len;
+  for (size_t i = 0; i < niov; i++)
+    len += iov[i].len;
   nx_frame fr = *f;
   fr.src = ep->rank;
   fr.length = len;
@@ -227,12 +243,15 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
    * NX_EAGER_MAX. */
   uint64_t eager_max = fr.kind == NX_KIND_COLL && p->shm_ok ? NX_RNDV_COLL_MIN : NX_EAGER_MAX;
   int eager = len <= eager_max || !req;
-  if (!eager && p->shm_ok) { /* same host: the reader copies it from our buffer */
+  /* same host: the reader copies it from our buffer; another host: above
+   * the measured crossover the receiver pulls it over the bulk TCP stream */
+  if (!eager && (p->shm_ok || (p->bulk_up && len > ep->bulk_min))) {
     int t = nx_rndv_send_locked(ep, p, &fr, iov, niov, len, req);
     if (t < 0) return t;
     if (t == 1) {
       p->st.messages_sent++;
       p->st.bytes_sent += len;
+      p->st.bulk_bytes_sent += len;
       return 0;
     }
   }
@@ -255,7 +274,8 @@ static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iov
                       size_t niov, nexar_request *req, nx_txmsg **out) {
   uint32_t dest = p->rank;
   uint64_t len = 0;
-  for (size_t i = 0; i < niov; i++) len += iov[i].len;
+  for (size_t i = 0; i < niov; i++)
+    len += iov[i].len;
   nx_txmsg *m = nx_calloc(1, sizeof *m);
   if (!m) return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", dest);
   m->ep = ep;
@@ -297,8 +317,10 @@ static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iov
   m->all_next = ep->tx_all;
   if (ep->tx_all) ep->tx_all->all_prev = m;
   ep->tx_all = m;
-  if (p->txq_tail) p->txq_tail->next = m;
-  else p->txq_head = m;
+  if (p->txq_tail)
+    p->txq_tail->next = m;
+  else
+    p->txq_head = m;
   p->txq_tail = m;
   if (!(fr->flags & NX_FLAG_RNDV)) {
     p->st.messages_sent++;
@@ -324,8 +346,10 @@ void nx_tx_cancel_locked(nx_ep *ep, nx_txmsg *m, int rc) {
     nx_txmsg *prev = NULL;
     for (nx_txmsg *x = p->txq_head; x; prev = x, x = x->next) {
       if (x != m) continue;
-      if (prev) prev->next = x->next;
-      else p->txq_head = x->next;
+      if (prev)
+        prev->next = x->next;
+      else
+        p->txq_head = x->next;
       if (p->txq_tail == x) p->txq_tail = prev;
       break;
     }
@@ -348,6 +372,7 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
   int code = p->dead_code;
   char msg[256];
   snprintf(msg, sizeof msg, "rank %u lost: %s", p->rank, why);
+  nx_bulk_peer_down_locked(ep, p);
   nx_rndv_peer_dead_locked(ep, p, code, msg);
   for (nx_txmsg *m = ep->tx_all, *n; m; m = n) {
     n = m->all_next;
@@ -380,8 +405,10 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
         m->discard = 1;
       }
     }
-    if (rs->all_prev) rs->all_prev->all_next = rs->all_next;
-    else ep->rx_all = rs->all_next;
+    if (rs->all_prev)
+      rs->all_prev->all_next = rs->all_next;
+    else
+      ep->rx_all = rs->all_next;
     if (rs->all_next) rs->all_next->all_prev = rs->all_prev;
     free(rs);
   }
@@ -395,8 +422,10 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
   for (nx_recv *r = ep->posted_head, *n; r; r = n) {
     n = r->next;
     if (r->key.src == p->rank && r->key.kind != NX_KIND_RPC_REQ) {
-      if (prev) prev->next = n;
-      else ep->posted_head = n;
+      if (prev)
+        prev->next = n;
+      else
+        ep->posted_head = n;
       if (ep->posted_tail == r) ep->posted_tail = prev;
       nx_recv_finish(ep, r, code, msg);
     } else {
@@ -427,7 +456,8 @@ void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) {
   nx_qconn_abandon(p->qc);
   drop_peer_traffic(ep, p, why);
   p->qc = NULL; /* the connection is freed by the next service pass */
-  for (nx_comm *c = ep->comms; c; c = c->next) nx_comm_peer_dead_locked(c, p->rank, why);
+  for (nx_comm *c = ep->comms; c; c = c->next)
+    nx_comm_peer_dead_locked(c, p->rank, why);
   pthread_cond_broadcast(&ep->cv);
 }
 
@@ -510,8 +540,8 @@ static void *progress_main(void *arg) {
      * looks every NX_DRIVER_POLL_NS instead of watching the socket. */
     uint64_t now = nx_now_ns();
     int spinning = atomic_load(&ep->spinners) > 0;
-    int driven = spinning ||
-                 now - NX_MIN(now, atomic_load(&ep->last_driver_ns)) < NX_DRIVER_LINGER_NS;
+    int driven =
+        spinning || now - NX_MIN(now, atomic_load(&ep->last_driver_ns)) < NX_DRIVER_LINGER_NS;
     uint64_t next = spinning ? now + NX_DRIVER_POLL_NS : nx_ep_progress_locked(ep);
     ep->wake_pending = 0;
     struct epoll_event evs[4];
@@ -570,6 +600,7 @@ static void drain(nx_ep *ep) {
 void nx_ep_unref(nx_ep *ep) {
   if (!ep || atomic_fetch_sub(&ep->refs, 1) != 1) return;
   drain(ep); /* RPC handlers hold a reference: none runs past this point */
+  nx_bulk_stop(ep);
   pthread_mutex_lock(&ep->mu);
   ep->stop = 1;
   nx_ep_wake(ep);
@@ -577,7 +608,8 @@ void nx_ep_unref(nx_ep *ep) {
   if (ep->thr_started) pthread_join(ep->thr, NULL);
   pthread_mutex_lock(&ep->mu);
   nx_quic_close_all(ep);
-  while (ep->tx_all) nx_tx_free(ep->tx_all);
+  while (ep->tx_all)
+    nx_tx_free(ep->tx_all);
   while (ep->rx_all) {
     nx_rxstream *rs = ep->rx_all;
     ep->rx_all = rs->all_next;

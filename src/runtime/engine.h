@@ -27,11 +27,17 @@ typedef struct nx_msg nx_msg;
 typedef struct nx_recv nx_recv;
 typedef struct nexar_client nx_comm;
 typedef struct nx_rndv nx_rndv;
+typedef struct nx_bulk nx_bulk;
 
 /* Sends up to this size are copied, so a blocking send returns at once. */
 #define NX_EAGER_MAX (256u * 1024u)
 /* Collective messages to a same-host peer above this go by rendezvous. */
 #define NX_RNDV_COLL_MIN (32u * 1024u)
+/* Messages to another host above these go by the bulk TCP stream (below,
+ * QUIC is as fast: the CTS round trip and TLS cost about what QUIC does);
+ * measured with bench/bulk_sweep.sh, results in bench/results/bulk. */
+#define NX_BULK_TLS_MIN (1024u * 1024u)
+#define NX_BULK_PLAIN_MIN (256u * 1024u)
 /* Stream window before a message is matched: bounds unexpected data. */
 #define NX_STREAM_WINDOW (512u * 1024u)
 /* Extra window a matched receive gets, for throughput. */
@@ -150,6 +156,11 @@ struct nx_peer {
   int shm_ok;                 /* same host and it can read our memory: large sends by rendezvous */
   int departed;               /* closed gracefully */
   uint64_t rndv_cancelled[8]; /* its cancels that overtook their descriptor */
+  int same_host;              /* it proved it can read our memory */
+  pid_t shm_pid;              /* its process id, when on this host */
+  nx_bulk *bulk;              /* TCP bulk stream (another host), set while dialing */
+  int bulk_up;                /* large sends to it may take the bulk stream */
+  uint8_t bulk_secret[32];    /* what it must present when it dials our listener */
   unsigned ncancelled;
   nexar_peer_stats st;
 };
@@ -190,6 +201,15 @@ struct nx_ep {
   nx_rndv *rndv_head;
   uint64_t rndv_next;
   uint8_t shm_cookie[16]; /* a peer reads it to prove it can read our memory */
+  /* inter-host bulk path (bulk.c) */
+  int bulk_lfd;
+  uint16_t bulk_port;
+  pthread_t bulk_thr;
+  int bulk_thr_started;
+  nx_bulk *bulk_all;
+  int bulk_stop;
+  int bulk_tcp_local; /* NEXAR_BULK_TCP_LOCAL=1: TCP also between same-host ranks */
+  uint64_t bulk_min;  /* larger messages take it (NEXAR_BULK_MIN_BYTES) */
   nx_rxstream *rx_all;
   /* communicators sharing this endpoint */
   nx_comm *comms;
@@ -200,9 +220,9 @@ struct nx_ep {
   int in_progress; /* a progress step is running (possibly in this call chain) */
   uint64_t sleep_until;
   char auth_why[200];
-  uint64_t dropped_datagrams, dropped_logged_ns;                  /* garbage on the socket */
-      /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes
-                                                                     by itself (0: awake) */
+  uint64_t dropped_datagrams, dropped_logged_ns;              /* garbage on the socket */
+  /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes
+                                                                 by itself (0: awake) */
 };
 
 /* ---- engine.c */
@@ -242,6 +262,7 @@ void nx_tx_cancel_locked(nx_ep *ep, nx_txmsg *m, int rc);
 
 /* ---- rndv.c: same-host rendezvous */
 #define NX_RNDV_MAX_IOV 64
+#define NX_PATH_HELLO_LEN 72 /* SHM_HELLO: cookie proof + bulk port and secret */
 /* Sends the descriptor of a large message to a same-host peer (under
  * ep->mu); req completes when the peer has read it. 1 if it took the send,
  * 0 if the rendezvous path does not apply, <0 on error. */

@@ -187,7 +187,7 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
            f.kind == NX_KIND_RNDV_DONE || f.kind == NX_KIND_SHM_OK) &&
           f.length != 0)
         return nx_fail(NEXAR_ERR_PROTOCOL, "control frame with payload from rank %u", p->rank);
-      if (f.kind == NX_KIND_SHM_HELLO && f.length != 32)
+      if (f.kind == NX_KIND_SHM_HELLO && f.length != NX_PATH_HELLO_LEN)
         return nx_fail(NEXAR_ERR_PROTOCOL, "malformed same-host probe from rank %u", p->rank);
       nx_msg *m = nx_calloc(1, sizeof *m);
       if (!m) return nx_fail(NEXAR_ERR_NOMEM, "frame from rank %u", p->rank);

@@ -16,14 +16,7 @@
 
 #include "runtime/comm.h"
 #include "runtime/request.h"
-
-struct nx_rndv {
-  nx_rndv *next;
-  uint64_t id;
-  nexar_request *req;
-  nx_peer *peer;
-  int cancel_sent;
-};
+#include "runtime/rndv.h"
 
 static void put64(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; i++)
@@ -52,12 +45,20 @@ static void control(nx_ep *ep, nx_peer *p, uint8_t kind, uint64_t tag, int32_t s
     NX_DEBUG("rendezvous control to rank %u: %s", p->rank, nexar_last_error());
 }
 
+void nx_rndv_answer_locked(nx_ep *ep, nx_peer *p, uint64_t id, int32_t status) {
+  control(ep, p, NX_KIND_RNDV_DONE, id, status, NULL, 0);
+}
+
+/* The path hello: pid, address and value of our cookie (same host), and our
+ * bulk listener's port with the secret this peer must present (other host). */
 void nx_rndv_hello_locked(nx_ep *ep, nx_peer *p) {
   if (!ep->cfg.bulk_transport) return;
-  uint8_t b[32];
+  uint8_t b[NX_PATH_HELLO_LEN];
   put64(b, (uint64_t)getpid());
   put64(b + 8, (uint64_t)(uintptr_t)ep->shm_cookie);
   memcpy(b + 16, ep->shm_cookie, 16);
+  put64(b + 32, ep->bulk_lfd >= 0 ? ep->bulk_port : 0);
+  memcpy(b + 40, p->bulk_secret, 32);
   control(ep, p, NX_KIND_SHM_HELLO, 0, 0, b, sizeof b);
 }
 
@@ -109,9 +110,11 @@ static int read_remote(pid_t pid, const struct iovec *local, size_t nl, const st
   return 0;
 }
 
+/* A descriptor is the id, then pid | niov << 32 and niov (address, length)
+ * pairs for a same-host reader; pid 0 and no pairs for the TCP path. */
 int nx_rndv_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
                         size_t niov, uint64_t len, nexar_request *req) {
-  if (!p->shm_ok || !req || niov > NX_RNDV_MAX_IOV ||
+  if (!(p->shm_ok || p->bulk_up) || !req || niov > NX_RNDV_MAX_IOV ||
       (f->kind != NX_KIND_P2P && f->kind != NX_KIND_COLL))
     return 0;
   nx_rndv *rv = nx_calloc(1, sizeof *rv);
@@ -120,11 +123,24 @@ int nx_rndv_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
   rv->id = ++ep->rndv_next;
   rv->req = req;
   rv->peer = p;
+  rv->len = len;
   put64(desc, rv->id);
-  put64(desc + 8, (uint64_t)getpid() | (uint64_t)niov << 32);
-  for (size_t i = 0; i < niov; i++) {
-    put64(desc + 16 + 16 * i, (uint64_t)(uintptr_t)iov[i].base);
-    put64(desc + 24 + 16 * i, iov[i].len);
+  if (p->shm_ok) {
+    put64(desc + 8, (uint64_t)getpid() | (uint64_t)niov << 32);
+    for (size_t i = 0; i < niov; i++) {
+      put64(desc + 16 + 16 * i, (uint64_t)(uintptr_t)iov[i].base);
+      put64(desc + 24 + 16 * i, iov[i].len);
+    }
+  } else { /* the bulk writer sends from these */
+    rv->iov = malloc(niov * sizeof *iov);
+    if (!rv->iov) {
+      free(rv);
+      return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", p->rank);
+    }
+    memcpy(rv->iov, iov, niov * sizeof *iov);
+    rv->niov = niov;
+    put64(desc + 8, 0);
+    niov = 0;
   }
   nx_frame fr = *f;
   fr.flags |= NX_FLAG_RNDV;
@@ -134,6 +150,7 @@ int nx_rndv_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
   /* the descriptor goes as an eager message; `length` stays the message's */
   int rc = nx_ep_send_raw_locked(ep, p, &fr, &v, 1, len, &m);
   if (rc) {
+    free(rv->iov);
     free(rv);
     return rc;
   }
@@ -143,13 +160,9 @@ int nx_rndv_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
   return 1;
 }
 
-static nx_rndv *take(nx_ep *ep, nx_peer *p, uint64_t id) {
-  for (nx_rndv **pp = &ep->rndv_head; *pp; pp = &(*pp)->next)
-    if ((*pp)->id == id && (*pp)->peer == p) {
-      nx_rndv *rv = *pp;
-      *pp = rv->next;
-      return rv;
-    }
+nx_rndv *nx_rndv_find_locked(nx_ep *ep, nx_peer *p, uint64_t id) {
+  for (nx_rndv *rv = ep->rndv_head; rv; rv = rv->next)
+    if (rv->id == id && rv->peer == p) return rv;
   return NULL;
 }
 
@@ -158,7 +171,17 @@ static void finish(nx_rndv *rv, int rc, const char *why) {
     rv->req->rndv = NULL;
     nx_req_complete(rv->req, rc, why);
   }
+  free(rv->iov);
   free(rv);
+}
+
+void nx_rndv_finish_locked(nx_ep *ep, nx_rndv *rv, int rc, const char *why) {
+  for (nx_rndv **pp = &ep->rndv_head; *pp; pp = &(*pp)->next)
+    if (*pp == rv) {
+      *pp = rv->next;
+      break;
+    }
+  finish(rv, rc, why);
 }
 
 /* The copy itself runs without the endpoint lock (gigabytes take seconds,
@@ -181,6 +204,10 @@ static void read_main(void *arg) {
 }
 
 int nx_rndv_read_locked(nx_ep *ep, nx_msg *m, nx_recv *r) {
+  if (m->got == 16 && get64(m->buf + 8) == 0) { /* the TCP path: ask for the bytes */
+    nx_bulk_pull_locked(ep, m, r, get64(m->buf));
+    return 0;
+  }
   read_job *j = nx_calloc(1, sizeof *j);
   if (j) {
     j->ep = ep, j->m = m, j->r = r;
@@ -203,7 +230,8 @@ static int do_read(nx_ep *ep, nx_msg *m, nx_recv *r, int locked) {
   char why[160] = "";
   struct iovec remote[NX_RNDV_MAX_IOV], local[NX_RNDV_MAX_IOV];
   uint64_t total = 0;
-  if (m->got != 16 + 16 * n || n > NX_RNDV_MAX_IOV || r->niov > NX_RNDV_MAX_IOV) {
+  if (m->got != 16 + 16 * n || n > NX_RNDV_MAX_IOV || r->niov > NX_RNDV_MAX_IOV ||
+      !m->peer->same_host || pid != m->peer->shm_pid) {
     rc = NEXAR_ERR_PROTOCOL;
     snprintf(why, sizeof why, "rank %u sent a malformed rendezvous descriptor", m->f.src);
   } else {
@@ -235,6 +263,7 @@ copied:
   if (rc == NEXAR_ERR_PEER_LOST) nx_peer_dead_locked(ep, m->peer, rc, "its process is gone");
   if (m->peer->state != NX_PEER_DEAD) { /* its buffer may be released now */
     m->peer->st.bytes_received += rc ? 0 : total;
+    m->peer->st.bulk_bytes_received += rc ? 0 : total;
     control(ep, m->peer, NX_KIND_RNDV_DONE, id, rc, NULL, 0);
   }
   m->answered = 1;
@@ -305,7 +334,7 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
   nx_peer *p = m->peer;
   switch (m->f.kind) {
   case NX_KIND_SHM_HELLO:
-    if (m->got == 32 && ep->cfg.bulk_transport) {
+    if (m->got == NX_PATH_HELLO_LEN && ep->cfg.bulk_transport) {
       uint8_t seen[16];
       struct iovec l = {seen, 16};
       struct iovec r = {(void *)(uintptr_t)get64(m->buf + 8), 16};
@@ -314,7 +343,10 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
                                  : process_vm_readv(pid, &l, 1, &r, 1, 0) == 16 &&
                                        !memcmp(seen, m->buf + 16, 16);
       NX_DEBUG("rank %u is %son this host", p->rank, same ? "" : "not ");
-      if (same) control(ep, p, NX_KIND_SHM_OK, 0, 0, NULL, 0);
+      p->same_host = same;
+      p->shm_pid = pid;
+      if (same && !ep->bulk_tcp_local) control(ep, p, NX_KIND_SHM_OK, 0, 0, NULL, 0);
+      nx_bulk_on_hello_locked(ep, p, (uint16_t)get64(m->buf + 32), m->buf + 40);
     }
     break;
   case NX_KIND_SHM_OK:
@@ -325,13 +357,13 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
     if (m->f.round == NX_RNDV_CANCEL) {
       on_cancel(ep, p, m->f.tag); /* we are the reader: the sender gave up */
     } else {
-      nx_rndv *rv = take(ep, p, m->f.tag);
-      if (rv) {
+      nx_rndv *rv = nx_rndv_find_locked(ep, p, m->f.tag);
+      if (rv && !rv->writing) { /* a bulk writer finishes its own */
         char why[120];
         snprintf(why, sizeof why, "send to rank %u: %s", p->rank,
                  m->f.status == NEXAR_ERR_TIMEOUT ? "no progress (cancelled before it was read)"
                                                   : nexar_strerror(m->f.status));
-        finish(rv, m->f.status, m->f.status ? why : NULL);
+        nx_rndv_finish_locked(ep, rv, m->f.status, m->f.status ? why : NULL);
       }
     }
     break;
@@ -343,7 +375,7 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
 void nx_rndv_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) {
   for (nx_rndv **pp = &ep->rndv_head; *pp;) {
     nx_rndv *rv = *pp;
-    if (rv->peer != p) {
+    if (rv->peer != p || rv->writing) { /* a bulk writer fails its own */
       pp = &rv->next;
       continue;
     }

@@ -16,4 +16,11 @@ foreach(suite basic algos dtypes nb barrier split errors bitident large4)
   set_tests_properties(collective.${suite} PROPERTIES TIMEOUT 120 LABELS "collective")
 endforeach()
 add_test(NAME collective.large8 COMMAND coll_prop_test large8)
+# Collectives whose large messages take the TCP bulk stream (see
+# integration.p2p.bulk_tls): the non-blocking suite and the 2,097,153-float case.
+foreach(suite nb large4)
+  add_test(NAME collective.bulk_${suite} COMMAND coll_prop_test ${suite})
+  set_tests_properties(collective.bulk_${suite} PROPERTIES TIMEOUT 120 LABELS "collective;bulk"
+                       ENVIRONMENT "NEXAR_BULK_TCP_LOCAL=1;NEXAR_BULK_MIN_BYTES=0")
+endforeach()
 set_tests_properties(collective.large8 PROPERTIES TIMEOUT 600 LABELS "large")

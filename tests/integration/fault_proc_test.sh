@@ -7,12 +7,18 @@
 # while the collective timeout is 20 s (so the timeout cannot explain it),
 # report the victim in nexar_failed_ranks (in the communicator's numbering),
 # and fail a later call at once.
+# Signal SOCK is a fault of the bulk path alone: with NEXAR_BULK_TCP_LOCAL=1
+# the large messages take TCP streams, and `ss -K` destroys the victim's TCP
+# sockets mid-transfer (the process lives on); the survivors must declare it
+# dead as for a QUIC transport error, at once (< SOCK_BOUND_MS, well under
+# the heartbeat timeout).
 #   fault_proc_test.sh <nexar-seed> <fault_worker> [case...]
 set -u
 SEED=$1 WORKER=$2
 shift 2
 ONLY=("$@")
 BOUND_MS=${BOUND_MS:-2500}
+SOCK_BOUND_MS=${SOCK_BOUND_MS:-600}
 LATER_MS=${LATER_MS:-300} # sanitizer builds set more: the worker refills its buffers first
 N=3
 D=$(mktemp -d /tmp/nxfault.XXXXXX)
@@ -41,6 +47,14 @@ run_case() {
   [ "$when" = before ] && args+=(--start-delay-ms 500)
   echo "=== $name: $op, SIG$sig rank $victim $when the op"
   rm -f "$D"/*
+  local bound=$BOUND_MS
+  if [ "$sig" = SOCK ]; then
+    if ! ss -K -tnH state established 'sport = :1' >/dev/null 2>&1; then
+      echo "skip $name: ss -K unavailable (needs root and INET_DIAG_DESTROY)"; return
+    fi
+    export NEXAR_BULK_TCP_LOCAL=1
+    bound=$SOCK_BOUND_MS
+  fi
   "$SEED" --listen 127.0.0.1:0 --world-size $N --once --timeout-ms 20000 >"$D/seed" 2>&1 &
   local seedpid=$!
   PIDS+=($seedpid)
@@ -79,7 +93,16 @@ run_case() {
   [ "$when" = mid ] && sleep 1
   local t_kill
   t_kill=$(date +%s%3N)
-  kill -"$sig" "$vpid"
+  if [ "$sig" = SOCK ]; then
+    local port
+    for port in $(ss -tnpH state established | grep "pid=$vpid," |
+      awk '{split($3, a, ":"); print a[length(a)]}'); do
+      ss -K -tnH state established "sport = :$port" >/dev/null
+    done
+    unset NEXAR_BULK_TCP_LOCAL
+  else
+    kill -"$sig" "$vpid"
+  fi
   # survivors
   local want_dead=$victim
   [ $split = 1 ] && want_dead=$((N - 1 - victim))
@@ -98,7 +121,7 @@ run_case() {
     failed=$(sed -n 's/.*: settled failed=\(\[[0-9,]*\]\).*/\1/p' "$D/w$i")
     local ok=1 why=""
     [ "$code" = PEER_LOST ] || { ok=0; why+=" code $code, want PEER_LOST;"; }
-    [ "$d" -lt "$BOUND_MS" ] || { ok=0; why+=" $d ms >= $BOUND_MS ms;"; }
+    [ "$d" -lt "$bound" ] || { ok=0; why+=" $d ms >= $bound ms;"; }
     [[ "$failed" =~ ^\[([0-9]+,)*$want_dead(,[0-9]+)*\]$ ]] ||
       { ok=0; why+=" failed_ranks $failed lacks $want_dead;"; }
     local lcode lms
@@ -108,7 +131,7 @@ run_case() {
       ok=0; why+=" later call $lcode in ${lms:-?} ms, want PEER_LOST < $LATER_MS ms;"
     fi
     if [ $ok = 1 ]; then
-      echo "ok   $name: rank $i: $code $d ms after SIG$sig (bound $BOUND_MS), failed=$failed," \
+      echo "ok   $name: rank $i: $code $d ms after SIG$sig (bound $bound), failed=$failed," \
         "later call ${lcode} in ${lms} ms"
       SUMMARY+=("ok   $name rank $i: $code after $d ms")
     else
@@ -135,6 +158,8 @@ run_case stop_before_barrier barrier STOP before 0
 run_case kill_mid_split_allreduce allreduce KILL mid 0 --split
 run_case kill_mid_bigallreduce allreduce KILL mid 2 --count 4194304
 run_case stop_mid_bigallreduce allreduce STOP mid 1 --count 4194304
+run_case sock_mid_bigallreduce allreduce SOCK mid 1 --count 4194304
+run_case sock_mid_bigp2p p2p SOCK mid 2 --count 4194304
 
 echo "--- summary"
 printf '%s\n' "${SUMMARY[@]}"

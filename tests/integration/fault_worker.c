@@ -1,7 +1,8 @@
 /*
  * One rank of a process fault test (fault_proc_test.sh, netns_fault_test.sh).
  *
- *   fault_worker OP [--count N] [--start-delay-ms D] [--max-seconds S] [--linger-ms L]
+ *   fault_worker OP [--count N (p2p: messages of 4N bytes)] [--start-delay-ms D] [--max-seconds S]
+ * [--linger-ms L]
  *                   [--split]
  *
  * OP is allreduce, barrier, broadcast or p2p. The worker joins with
@@ -42,7 +43,7 @@
 #include <unistd.h>
 
 #define MAX_WORLD 64
-#define P2P_BYTES 4096
+#define P2P_BYTES (s->p2p_bytes) /* 4096, or 4 x --count when given */
 #define P2P_TAG 4242u
 
 static double mono_ms(void) {
@@ -111,7 +112,8 @@ typedef struct state {
   uint32_t rank, world, world_rank;
   int32_t *buf;
   uint8_t *sbuf, *rbuf; /* p2p: one block per peer */
-  int first_rc;         /* p2p: the first request that failed, when, and why */
+  size_t p2p_bytes;
+  int first_rc; /* p2p: the first request that failed, when, and why */
   long long first_unix;
   double first_mono;
   char first_why[512];
@@ -218,14 +220,14 @@ int main(int argc, char **argv) {
       strcmp(s.op, "p2p"))
     usage();
   unsigned long count = 65536, delay_ms = 0, max_s = 30, linger_ms = 1500;
-  int split = 0;
+  int split = 0, count_given = 0;
   for (int i = 2; i < argc; i++) {
     unsigned long *dst = NULL;
     if (strcmp(argv[i], "--split") == 0) {
       split = 1;
       continue;
     }
-    if (strcmp(argv[i], "--count") == 0) dst = &count;
+    if (strcmp(argv[i], "--count") == 0) dst = &count, count_given = 1;
     if (strcmp(argv[i], "--start-delay-ms") == 0) dst = &delay_ms;
     if (strcmp(argv[i], "--max-seconds") == 0) dst = &max_s;
     if (strcmp(argv[i], "--linger-ms") == 0) dst = &linger_ms;
@@ -255,8 +257,9 @@ int main(int argc, char **argv) {
   s.world = nexar_world_size(s.c);
   if (s.world > MAX_WORLD) return 1;
   s.buf = malloc((s.count ? s.count : 1) * sizeof *s.buf);
-  s.sbuf = malloc((size_t)s.world * P2P_BYTES);
-  s.rbuf = malloc((size_t)s.world * P2P_BYTES);
+  s.p2p_bytes = count_given ? s.count * 4 : 4096;
+  s.sbuf = malloc((size_t)s.world * s.p2p_bytes);
+  s.rbuf = malloc((size_t)s.world * s.p2p_bytes);
   if (!s.buf || !s.sbuf || !s.rbuf) return 1;
   if ((rc = nexar_barrier(s.c))) {
     fprintf(stderr, "fault_worker: first barrier: %s (%s)\n", nexar_strerror(rc),
@@ -312,7 +315,7 @@ int main(int argc, char **argv) {
     int rc2;
     uint32_t dead = 0;
     if (strcmp(s.op, "p2p") == 0 && nf > 0 && !nexar_failed_ranks(s.c, &dead, 1, &nf))
-      rc2 = nexar_recv(s.c, s.rbuf, P2P_BYTES, dead, P2P_TAG);
+      rc2 = nexar_recv(s.c, s.rbuf, s.p2p_bytes, dead, P2P_TAG);
     else
       rc2 = round_once(&s, it + 1);
     printf("rank %u: later op %s -> %s in %.0f ms\n", s.world_rank, s.op, code_name(rc2),

@@ -34,7 +34,8 @@ int main(void) {
   for (int round = 0; round < 3; round++) {
     for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
       size_t len = sizes[s];
-      for (size_t i = 0; i < len; i++) out[i] = (uint8_t)(i * 31 + r * 7 + s + round);
+      for (size_t i = 0; i < len; i++)
+        out[i] = (uint8_t)(i * 31 + r * 7 + s + round);
       nexar_request *rq;
       uint32_t prev = (r + n - 1) % n, next = (r + 1) % n;
       if ((rc = nexar_recv_nb(c, in, len, prev, (uint32_t)s, &rq))) return fail("recv_nb", rc);
@@ -63,16 +64,23 @@ int main(void) {
     return fail("rpc", rc);
   if (rlen != strlen(msg) + 1 || memcmp(rep, msg, rlen)) return fail("rpc reply", -1);
   nexar_free(rep);
+  nexar_peer_stats st; /* before the goodbye: a departed peer has no stream */
+  nexar_peer_stats_get(c, (r + 1) % n, &st);
   for (uint32_t j = 0; j < n; j++)
     if (j != r && (rc = nexar_send(c, &r, sizeof r, j, 998))) return fail("bye send", rc);
   for (uint32_t j = 0; j < n; j++) {
     uint32_t v;
     if (j != r && (rc = nexar_recv(c, &v, sizeof v, j, 998))) return fail("bye recv", rc);
   }
-  nexar_peer_stats st;
-  nexar_peer_stats_get(c, (r + 1) % n, &st);
-  printf("mesh_worker: rank %u of %u ok (sent %llu bytes to rank %u, rtt %.0f us)\n", r, n,
-         (unsigned long long)st.bytes_sent, (r + 1) % n, st.smoothed_rtt_us);
+  printf("mesh_worker: rank %u of %u ok (sent %llu bytes to rank %u, %llu of them on the bulk "
+         "path, bulk stream %d, rtt %.0f us)\n",
+         r, n, (unsigned long long)st.bytes_sent, (r + 1) % n,
+         (unsigned long long)st.bulk_bytes_sent, st.bulk_stream, st.smoothed_rtt_us);
+  /* MESH_WANT_BULK=1|2: the large messages must have taken the TCP stream
+   * (2: with TLS), each host being another network namespace */
+  const char *want = getenv("MESH_WANT_BULK");
+  if (want && (st.bulk_stream != atoi(want) || st.bulk_bytes_sent < 3ull * (8 << 20)))
+    return fail("bulk path not used", -1);
   free(out);
   free(in);
   nexar_client_del(c);

@@ -28,9 +28,10 @@ export NEXAR_COLLECTIVE_TIMEOUT_MS=20000 NEXAR_BARRIER_TIMEOUT_MS=20000
 export NEXAR_RECOVERY_POLICY=manual NEXAR_CONNECT_TIMEOUT_MS=20000
 FAILED=0
 
-# run_cut NAME OP HOST(1..3) WHERE(host|bridge)
+# run_cut NAME OP HOST(1..3) WHERE(host|bridge) [worker args...]
 run_cut() {
   local name=$1 op=$2 victim_host=$3 where=$4
+  shift 4
   echo "=== $name: $op, link of host $victim_host cut ($where side) mid-run"
   rm -f /tmp/$P.*
   for i in 1 2 3; do
@@ -52,7 +53,7 @@ run_cut() {
   for i in 1 2 3; do
     # ranks follow hosts: host i is rank i-1
     ip netns exec ${P}h$i env NEXAR_SEED_ADDR=$addr NEXAR_WORLD_SIZE=3 NEXAR_RANK=$((i - 1)) \
-      timeout -s KILL 60 "$WORKER" "$op" --max-seconds 25 >/tmp/$P.w$i 2>&1 &
+      timeout -s KILL 60 "$WORKER" "$op" --max-seconds 25 "$@" >/tmp/$P.w$i 2>&1 &
     w+=($!)
     PIDS+=($!)
   done
@@ -110,4 +111,10 @@ run_cut() {
 
 run_cut cut_host3_allreduce allreduce 3 host
 run_cut cut_host2_p2p p2p 2 bridge
+# 16 MiB allreduces: the cut lands mid-transfer on the bulk TCP streams
+# (namespaces share a kernel: without NEXAR_BULK_TCP_LOCAL they would copy
+# through memory as ranks of one host do)
+export NEXAR_BULK_TCP_LOCAL=1
+run_cut cut_host2_bulk_allreduce allreduce 2 host --count 4194304
+unset NEXAR_BULK_TCP_LOCAL
 exit $FAILED

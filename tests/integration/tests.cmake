@@ -11,16 +11,36 @@ add_test(NAME integration.rpc COMMAND rpc_test)
 set_tests_properties(integration.rpc PROPERTIES TIMEOUT 90 LABELS "integration")
 add_test(NAME integration.large COMMAND large_test)
 set_tests_properties(integration.large PROPERTIES TIMEOUT 300 LABELS "large")
+# The inter-host bulk path (TCP + TLS, and plaintext) between ranks as
+# threads: NEXAR_BULK_TCP_LOCAL treats them as separate hosts, and
+# NEXAR_BULK_MIN_BYTES=0 sends everything past the eager size through it.
+add_test(NAME integration.p2p.bulk_tls COMMAND p2p_test 3)
+add_test(NAME integration.p2p.bulk_plain COMMAND p2p_test 3)
+add_test(NAME integration.fault.bulk_tls COMMAND fault_test)
+set_tests_properties(integration.p2p.bulk_tls integration.p2p.bulk_plain integration.fault.bulk_tls
+                     PROPERTIES TIMEOUT 120 LABELS "integration;bulk"
+                     ENVIRONMENT "NEXAR_BULK_TCP_LOCAL=1;NEXAR_BULK_MIN_BYTES=0")
+set_tests_properties(integration.p2p.bulk_plain PROPERTIES ENVIRONMENT
+                     "NEXAR_BULK_TCP_LOCAL=1;NEXAR_BULK_MIN_BYTES=0;NEXAR_ENCRYPT_BULK=0")
 # END p2p-rpc
 # BEGIN netns
 # Three hosts in network namespaces (root only; skipped otherwise), once
-# clean and once with 1% of UDP datagrams dropped by nft on one host.
+# clean and once with 1% of UDP datagrams dropped by nft on one host; the
+# 8 MiB messages must take the TLS bulk TCP stream between hosts. Once more
+# with encrypt_bulk=0: the plaintext stream. (Namespaces share one kernel, so
+# the same-host probe would succeed: NEXAR_BULK_TCP_LOCAL makes them behave as
+# separate machines.)
 add_test(NAME integration.netns COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/netns_test.sh
          $<TARGET_FILE:nexar-seed> $<TARGET_FILE:mesh_worker> 0)
 add_test(NAME integration.netns_loss1 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/netns_test.sh
          $<TARGET_FILE:nexar-seed> $<TARGET_FILE:mesh_worker> 1)
-set_tests_properties(integration.netns integration.netns_loss1 PROPERTIES TIMEOUT 180
-                     LABELS "integration;netns" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+add_test(NAME integration.netns_plain COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/netns_test.sh
+         $<TARGET_FILE:nexar-seed> $<TARGET_FILE:mesh_worker> 0)
+set_tests_properties(integration.netns integration.netns_loss1 integration.netns_plain
+                     PROPERTIES TIMEOUT 180 LABELS "integration;netns" SKIP_RETURN_CODE 77
+                     RUN_SERIAL TRUE ENVIRONMENT "MESH_WANT_BULK=2;NEXAR_BULK_TCP_LOCAL=1")
+set_tests_properties(integration.netns_plain PROPERTIES
+                     ENVIRONMENT "MESH_WANT_BULK=1;NEXAR_ENCRYPT_BULK=0;NEXAR_BULK_TCP_LOCAL=1")
 # END netns
 # BEGIN impair
 # The same multi-host worker over loopback with the transport's test-only

@@ -1,0 +1,239 @@
+/* Bulk TCP streams (see tcp.h). TLS records carry at most 16 KiB, so writes
+ * go record by record (corking would add a copy); plaintext streams use
+ * writev and MSG_WAITALL reads straight into the destination. */
+#include "transport/tcp.h"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "transport/pki.h"
+
+#define TCP_PRIO                                                                                   \
+  "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"        \
+  "%DISABLE_TLS13_COMPAT_MODE"
+#define TCP_READ_MAX (64u << 20) /* per call: GnuTLS refuses sizes past INT_MAX */
+
+struct nx_tcp {
+  int fd;
+  gnutls_session_t s; /* NULL: plaintext */
+};
+
+static void set_port(struct sockaddr_storage *ss, uint16_t port) {
+  if (ss->ss_family == AF_INET6)
+    ((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
+  else
+    ((struct sockaddr_in *)ss)->sin_port = htons(port);
+}
+
+static void tune(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static void set_timeout(int fd, int ms) {
+  struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+int nx_tcp_listen(const struct sockaddr *local, socklen_t len, int *fd, uint16_t *port) {
+  struct sockaddr_storage ss;
+  memcpy(&ss, local, len);
+  set_port(&ss, 0);
+  int s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return nx_fail(NEXAR_ERR_IO, "bulk listener: socket: %s", strerror(errno));
+  if (bind(s, (struct sockaddr *)&ss, len) || listen(s, 64)) {
+    int e = errno;
+    close(s);
+    return nx_fail(NEXAR_ERR_IO, "bulk listener: %s", strerror(e));
+  }
+  socklen_t sl = sizeof ss;
+  getsockname(s, (struct sockaddr *)&ss, &sl);
+  *port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
+                                   : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  *fd = s;
+  return 0;
+}
+
+int nx_tcp_accept(int lfd, int *fd) {
+  for (;;) {
+    int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    if (s >= 0) {
+      tune(s);
+      *fd = s;
+      return 0;
+    }
+    if (errno == EINTR || errno == ECONNABORTED) continue;
+    return -1;
+  }
+}
+
+static int tls_fail(const char *op, int ret) {
+  return nx_fail(ret == GNUTLS_E_CERTIFICATE_VERIFICATION_ERROR ? NEXAR_ERR_AUTH : NEXAR_ERR_TLS,
+                 "bulk %s: %s", op, gnutls_strerror(ret));
+}
+
+/* GnuTLS's default push may raise SIGPIPE on a closed peer: ours never does. */
+static ssize_t push_vec(gnutls_transport_ptr_t p, const giovec_t *iov, int n) {
+  nx_tcp *t = p;
+  struct msghdr mh = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)n};
+  ssize_t r = sendmsg(t->fd, &mh, MSG_NOSIGNAL);
+  if (r < 0) gnutls_transport_set_errno(t->s, errno == EWOULDBLOCK ? EAGAIN : errno);
+  return r;
+}
+
+static ssize_t pull(gnutls_transport_ptr_t p, void *buf, size_t n) {
+  nx_tcp *t = p;
+  ssize_t r = recv(t->fd, buf, n, 0);
+  if (r < 0) gnutls_transport_set_errno(t->s, errno == EWOULDBLOCK ? EAGAIN : errno);
+  return r;
+}
+
+static int handshake(nx_tcp *t, int server, const nx_tcp_id *id, uint32_t *rank) {
+  int ret = gnutls_init(&t->s, (server ? GNUTLS_SERVER : GNUTLS_CLIENT) | GNUTLS_NO_TICKETS);
+  if (ret < 0) return tls_fail("tls init", ret);
+  if ((ret = gnutls_priority_set_direct(t->s, TCP_PRIO, NULL)) < 0 ||
+      (ret = gnutls_credentials_set(t->s, GNUTLS_CRD_CERTIFICATE, id->creds)) < 0)
+    return tls_fail("tls setup", ret);
+  if (server) gnutls_certificate_server_set_request(t->s, GNUTLS_CERT_REQUIRE);
+  gnutls_transport_set_ptr(t->s, t);
+  gnutls_transport_set_vec_push_function(t->s, push_vec);
+  gnutls_transport_set_pull_function(t->s, pull);
+  gnutls_handshake_set_timeout(t->s, 0); /* the socket timeouts bound it */
+  do {
+    ret = gnutls_handshake(t->s);
+  } while (ret < 0 && !gnutls_error_is_fatal(ret) && ret != GNUTLS_E_AGAIN);
+  if (ret < 0) return tls_fail("handshake", ret);
+  return nx_tls_peer_rank(t->s, id->cluster_id, rank);
+}
+
+nx_tcp *nx_tcp_wrap(int fd) {
+  nx_tcp *t = nx_calloc(1, sizeof *t);
+  if (!t) {
+    close(fd);
+    return NULL;
+  }
+  t->fd = fd;
+  return t;
+}
+
+nx_tcp *nx_tcp_open(int family) {
+  int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    nx_fail(NEXAR_ERR_IO, "bulk connect: socket: %s", strerror(errno));
+    return NULL;
+  }
+  tune(fd);
+  return nx_tcp_wrap(fd);
+}
+
+void nx_tcp_set_timeout(nx_tcp *t, int ms) {
+  set_timeout(t->fd, ms);
+}
+
+int nx_tcp_connect(nx_tcp *t, const struct sockaddr *addr, socklen_t len, uint16_t port,
+                   const nx_tcp_id *id, uint32_t expect_rank, int timeout_ms) {
+  struct sockaddr_storage ss;
+  memcpy(&ss, addr, len);
+  set_port(&ss, port);
+  set_timeout(t->fd, timeout_ms); /* connect honours SO_SNDTIMEO */
+  if (connect(t->fd, (struct sockaddr *)&ss, len))
+    return nx_fail(NEXAR_ERR_IO, "bulk connect to rank %u: %s", expect_rank, strerror(errno));
+  uint32_t rank = UINT32_MAX;
+  int rc = id->creds ? handshake(t, 0, id, &rank) : 0;
+  if (!rc && id->creds && rank != expect_rank)
+    rc = nx_fail(NEXAR_ERR_AUTH, "bulk connect: expected rank %u, its certificate names rank %u",
+                 expect_rank, rank);
+  return rc;
+}
+
+int nx_tcp_server(nx_tcp *t, const nx_tcp_id *id, uint32_t *rank, int timeout_ms) {
+  set_timeout(t->fd, timeout_ms);
+  *rank = UINT32_MAX;
+  return id->creds ? handshake(t, 1, id, rank) : 0;
+}
+
+static int io_fail(const char *op, ssize_t ret) {
+  if (ret == 0) return nx_fail(NEXAR_ERR_IO, "bulk %s: connection closed", op);
+  return nx_fail(NEXAR_ERR_IO, "bulk %s: %s", op, strerror(errno));
+}
+
+int nx_tcp_read(nx_tcp *t, void *buf, size_t n, int *eof) {
+  uint8_t *p = buf;
+  *eof = 0;
+  while (n) {
+    ssize_t r;
+    size_t want = n < TCP_READ_MAX ? n : TCP_READ_MAX;
+    if (t->s) {
+      r = gnutls_record_recv(t->s, p, want);
+      if (r == GNUTLS_E_INTERRUPTED) continue; /* AGAIN: a socket timeout */
+      if (r < 0) return nx_fail(NEXAR_ERR_TLS, "bulk read: %s", gnutls_strerror((int)r));
+    } else {
+      r = recv(t->fd, p, want, MSG_WAITALL);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return io_fail("read", r);
+    }
+    if (r == 0) {
+      *eof = 1;
+      return io_fail("read", 0);
+    }
+    p += r, n -= (size_t)r;
+  }
+  return 0;
+}
+
+static int tls_write(nx_tcp *t, const uint8_t *p, size_t n) {
+  while (n) {
+    ssize_t r = gnutls_record_send(t->s, p, n);
+    if (r == GNUTLS_E_INTERRUPTED) continue;
+    if (r < 0) return nx_fail(NEXAR_ERR_TLS, "bulk write: %s", gnutls_strerror((int)r));
+    p += r, n -= (size_t)r;
+  }
+  return 0;
+}
+
+int nx_tcp_writev(nx_tcp *t, const struct iovec *iov, size_t niov) {
+  if (t->s) { /* one record per call: GnuTLS encrypts straight from our buffer */
+    for (size_t i = 0; i < niov; i++)
+      if (tls_write(t, iov[i].iov_base, iov[i].iov_len)) return -1;
+    return 0;
+  }
+  struct iovec v[64];
+  size_t i = 0, off = 0; /* position: iov[i] + off */
+  while (i < niov) {
+    size_t n = 0;
+    for (size_t j = i; j < niov && n < 64; j++, n++) {
+      v[n].iov_base = (uint8_t *)iov[j].iov_base + (j == i ? off : 0);
+      v[n].iov_len = iov[j].iov_len - (j == i ? off : 0);
+    }
+    struct msghdr mh = {.msg_iov = v, .msg_iovlen = n};
+    ssize_t r = sendmsg(t->fd, &mh, MSG_NOSIGNAL);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return io_fail("write", r);
+    size_t w = (size_t)r;
+    while (i < niov && w >= iov[i].iov_len - off)
+      w -= iov[i].iov_len - off, i++, off = 0;
+    off += w;
+  }
+  return 0;
+}
+
+void nx_tcp_shutdown(nx_tcp *t) {
+  if (t && t->fd >= 0) shutdown(t->fd, SHUT_RDWR);
+}
+
+void nx_tcp_free(nx_tcp *t) {
+  if (!t) return;
+  if (t->s) gnutls_deinit(t->s);
+  if (t->fd >= 0) close(t->fd);
+  free(t);
+}
+
+int nx_tcp_is_tls(const nx_tcp *t) {
+  return t->s != NULL;
+}
