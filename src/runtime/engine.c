@@ -331,8 +331,13 @@ static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iov
     /* an application thread: write now instead of waking the progress thread
      * (receiving is left to whoever waits next) */
     uint64_t next = nx_ep_progress2_locked(ep, 0);
-    /* the progress thread needs to re-arm its timer only if nobody drives */
-    if (next < ep->sleep_until && atomic_load(&ep->spinners) == 0) nx_ep_wake(ep);
+    /* the progress thread needs to re-arm its timer only if nobody drives
+     * and it would otherwise sleep past the poll interval of driven mode: a
+     * timer (delayed ACK, loss detection) served up to NX_DRIVER_POLL_NS late
+     * costs nothing, a wake-up costs a context switch and a race for ep->mu */
+    if (next < ep->sleep_until && atomic_load(&ep->spinners) == 0 &&
+        ep->sleep_until > nx_now_ns() + NX_DRIVER_POLL_NS)
+      nx_ep_wake(ep);
   }
   return 0;
 }

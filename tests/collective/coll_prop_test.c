@@ -595,6 +595,17 @@ static void errors_rank(tctx *t) {
   T_CHECK(t, now_s() - t0 < t_timeout_ms / 1000.0, "mismatch took %.1f s", now_s() - t0);
   expect_ok_after(t);
 
+  /* Counts 1 vs 2, and all_reduce against a blocking barrier: on a world of
+   * 2 and on power-of-two worlds the first data frame stands in for the
+   * signature token, which these must still catch. */
+  rc = nexar_all_reduce(c, buf, r == 0 ? 1 : 2, NEXAR_F32, NEXAR_SUM);
+  T_CHECK(t, rc == NEXAR_ERR_MISMATCH, "counts 1 vs 2: rc %d (%s)", rc, nexar_last_error());
+  expect_ok_after(t);
+  rc = r == n - 1 ? nexar_barrier(c) : nexar_all_reduce(c, buf, 4, NEXAR_F32, NEXAR_SUM);
+  T_CHECK(t, rc == NEXAR_ERR_MISMATCH, "all_reduce vs barrier: rc %d (%s)", rc,
+          nexar_last_error());
+  expect_ok_after(t);
+
   /* Different ops (sum vs max). */
   rc = nexar_all_reduce(c, big, 64 * 8, NEXAR_F32, r == 0 ? NEXAR_MAX : NEXAR_SUM);
   T_CHECK(t, rc == NEXAR_ERR_MISMATCH, "sum vs max: rc %d (%s)", rc, nexar_last_error());
@@ -620,6 +631,7 @@ static void errors_rank(tctx *t) {
 static void suite_errors(void) {
   t_run_world(4, errors_rank, NULL);
   t_run_world(3, errors_rank, NULL);
+  t_run_world(2, errors_rank, NULL);
 }
 
 /* ------------------------------------------------------------- bitident */
