@@ -24,7 +24,8 @@ enum nx_frame_kind {
   NX_KIND_RNDV_DONE = 8, /* receiver read rendezvous `tag` (status = result) */
   NX_KIND_SHM_HELLO = 9, /* same-host probe: pid, address and value of a cookie */
   NX_KIND_SHM_OK = 10,   /* the sender can read our memory: rendezvous allowed */
-  NX_KIND_MAX = 10
+  NX_KIND_LANE = 11,     /* same-host lane ping (status 0) / pong (1): lane datagrams only */
+  NX_KIND_MAX = 11
 };
 
 enum nx_frame_flags {
@@ -35,20 +36,20 @@ enum nx_frame_flags {
 };
 
 typedef struct nx_frame {
-  uint8_t kind;      /* nx_frame_kind */
-  uint8_t flags;     /* nx_frame_flags */
-  uint8_t coll_op;   /* collective operation id (collectives) */
-  uint8_t dtype;     /* nexar_dtype (collectives) */
-  uint8_t redop;     /* nexar_op (collectives) */
-  uint64_t comm_id;  /* communicator; 0 = root */
-  uint32_t src;      /* sender's rank in the root communicator */
-  uint64_t tag;      /* p2p tag, collective sequence or RPC request id */
-  uint32_t round;    /* collective round, RPC fn_id */
-  uint32_t segment;  /* collective segment */
-  uint32_t root;     /* collective root */
-  int32_t status;    /* result code (RPC responses, failures) */
-  uint64_t count;    /* collective element count */
-  uint64_t length;   /* payload bytes after the header */
+  uint8_t kind;     /* nx_frame_kind */
+  uint8_t flags;    /* nx_frame_flags */
+  uint8_t coll_op;  /* collective operation id (collectives) */
+  uint8_t dtype;    /* nexar_dtype (collectives) */
+  uint8_t redop;    /* nexar_op (collectives) */
+  uint64_t comm_id; /* communicator; 0 = root */
+  uint32_t src;     /* sender's rank in the root communicator */
+  uint64_t tag;     /* p2p tag, collective sequence or RPC request id */
+  uint32_t round;   /* collective round, RPC fn_id */
+  uint32_t segment; /* collective segment */
+  uint32_t root;    /* collective root */
+  int32_t status;   /* result code (RPC responses, failures) */
+  uint64_t count;   /* collective element count */
+  uint64_t length;  /* payload bytes after the header */
 } nx_frame;
 
 /* Writes the 64-byte header. */

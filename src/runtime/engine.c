@@ -44,7 +44,7 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   pthread_cond_init(&ep->cv, &ca);
   pthread_condattr_destroy(&ca);
   ep->epfd = ep->evfd = ep->epfd_ctl = ep->epfd_wait = ep->wfd = -1;
-  ep->bulk_lfd = -1;
+  ep->bulk_lfd = ep->lane_fd = -1;
   atomic_init(&ep->refs, 1);
   ep->hb_interval_ns = (uint64_t)ep->cfg.heartbeat_interval_ms * 1000000ull;
   ep->hb_timeout_ns = (uint64_t)ep->cfg.heartbeat_timeout_ms * 1000000ull;
@@ -65,6 +65,7 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   ep->bulk_min = bmin;
   rc = nx_udp_open(&ep->udp, bind_host, port);
   if (rc) goto fail;
+  nx_lane_open(ep);
   ep->epfd = epoll_create1(EPOLL_CLOEXEC);
   ep->epfd_ctl = epoll_create1(EPOLL_CLOEXEC);
   ep->epfd_wait = epoll_create1(EPOLL_CLOEXEC);
@@ -83,10 +84,16 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   epoll_ctl(ep->epfd_wait, EPOLL_CTL_ADD, ep->udp.fd, &ev);
   ev.data.u32 = 3;
   epoll_ctl(ep->epfd_wait, EPOLL_CTL_ADD, ep->wfd, &ev);
+  if (ep->lane_fd >= 0) { /* readable like the UDP socket: a progress step drains it */
+    ev.data.u32 = 1;
+    epoll_ctl(ep->epfd, EPOLL_CTL_ADD, ep->lane_fd, &ev);
+    epoll_ctl(ep->epfd_wait, EPOLL_CTL_ADD, ep->lane_fd, &ev);
+  }
   *out = ep;
   return 0;
 fail:
   nx_udp_close(&ep->udp);
+  nx_lane_close(ep);
   if (ep->epfd >= 0) close(ep->epfd);
   if (ep->epfd_ctl >= 0) close(ep->epfd_ctl);
   if (ep->epfd_wait >= 0) close(ep->epfd_wait);
@@ -241,6 +248,10 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
    * needed for progress), so on the same host they switch to rendezvous at a
    * lower size than point-to-point, whose sends must not block below
    * NX_EAGER_MAX. */
+  if (nx_lane_send_locked(ep, p, &fr, iov, niov, len)) { /* small collective frame, same host */
+    if (req) nx_req_complete(req, 0, NULL);
+    return 0;
+  }
   uint64_t eager_max = fr.kind == NX_KIND_COLL && p->shm_ok ? NX_RNDV_COLL_MIN : NX_EAGER_MAX;
   int eager = len <= eager_max || !req;
   /* same host: the reader copies it from our buffer; another host: above
@@ -514,6 +525,7 @@ uint64_t nx_ep_progress2_locked(nx_ep *ep, int do_recv) {
   /* a short batch means the socket is drained: no extra EAGAIN syscall */
   for (int budget = 0; do_recv && budget < 16; budget++)
     if (nx_udp_recv(&ep->udp, on_dgram, ep) < NX_UDP_RX_BATCH) break;
+  if (do_recv) nx_lane_recv_locked(ep);
   uint64_t now = nx_now_ns();
   nx_ep_credit_flush(ep);
   uint64_t next = heartbeats(ep, now);
@@ -645,6 +657,7 @@ void nx_ep_unref(nx_ep *ep) {
     nx_rndv_peer_dead_locked(ep, &ep->peers[j], NEXAR_ERR_ABORTED, "endpoint closed");
   pthread_mutex_unlock(&ep->mu);
   nx_udp_close(&ep->udp);
+  nx_lane_close(ep);
   close(ep->epfd);
   close(ep->epfd_ctl);
   close(ep->epfd_wait);

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 #include "core/common.h"
 #include "core/frame.h"
@@ -157,10 +158,14 @@ struct nx_peer {
   int departed;               /* closed gracefully */
   uint64_t rndv_cancelled[8]; /* its cancels that overtook their descriptor */
   int same_host;              /* it proved it can read our memory */
-  pid_t shm_pid;              /* its process id, when on this host */
-  nx_bulk *bulk;              /* TCP bulk stream (another host), set while dialing */
-  int bulk_up;                /* large sends to it may take the bulk stream */
-  uint8_t bulk_secret[32];    /* what it must present when it dials our listener */
+  struct sockaddr_un lane_addr; /* its same-host lane (lane.c) */
+  socklen_t lane_addrlen;
+  int lane_known;          /* its hello gave the lane address: its datagrams are accepted */
+  int lane_ok;             /* it answered our ping: small collective frames go by the lane */
+  pid_t shm_pid;           /* its process id, when on this host */
+  nx_bulk *bulk;           /* TCP bulk stream (another host), set while dialing */
+  int bulk_up;             /* large sends to it may take the bulk stream */
+  uint8_t bulk_secret[32]; /* what it must present when it dials our listener */
   unsigned ncancelled;
   nexar_peer_stats st;
 };
@@ -201,6 +206,8 @@ struct nx_ep {
   nx_rndv *rndv_head;
   uint64_t rndv_next;
   uint8_t shm_cookie[16]; /* a peer reads it to prove it can read our memory */
+  int lane_fd;            /* same-host lane socket (lane.c), -1 if none */
+  struct nx_lane_rx *lane_rx;
   /* inter-host bulk path (bulk.c) */
   int bulk_lfd;
   uint16_t bulk_port;
@@ -286,6 +293,19 @@ int nx_rndv_pending_locked(nx_ep *ep);
 /* Connection up: offer our cookie so a same-host peer can prove it reads us. */
 void nx_rndv_hello_locked(nx_ep *ep, nx_peer *p);
 
+/* ---- lane.c: same-host datagram lane for small collective frames */
+#define NX_LANE_MAX NX_RNDV_COLL_MIN /* larger same-host frames go by rendezvous */
+#define NX_LANE_MAX_IOV 16
+int nx_lane_open(nx_ep *ep); /* never fails: without a lane QUIC carries all */
+void nx_lane_close(nx_ep *ep);
+/* A same-host peer's hello (with its cookie, which names its lane): ping it. */
+void nx_lane_hello_locked(nx_ep *ep, nx_peer *p, const uint8_t cookie[16]);
+/* 1 if the lane took the frame (the data is copied), 0 to use QUIC. */
+int nx_lane_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                        size_t niov, uint64_t len);
+/* Drains the lane socket into matching. */
+void nx_lane_recv_locked(nx_ep *ep);
+
 /* ---- msg.c: stream <-> message plumbing, called from quic.c */
 void nx_rx_stream_open(nx_ep *ep, nx_peer *p, int64_t sid, nx_rxstream **out);
 int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t len, int fin,
@@ -300,6 +320,9 @@ void nx_msg_release_credit(nx_ep *ep, nx_msg *m);
 void nx_msg_finish_if_complete(nx_ep *ep, nx_msg *m);
 /* Delivers a complete local message (self-send) into matching. */
 int nx_local_deliver(nx_ep *ep, const nx_frame *f, const nexar_iovec *iov, size_t niov);
+/* Hands a whole message from peer p (its payload gathered from iov) to matching. */
+int nx_deliver_complete(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                        size_t niov);
 
 /* ---- match.c */
 /* Posts r (under ep->mu): matches the earliest unexpected message or queues r. */

@@ -187,6 +187,8 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
            f.kind == NX_KIND_RNDV_DONE || f.kind == NX_KIND_SHM_OK) &&
           f.length != 0)
         return nx_fail(NEXAR_ERR_PROTOCOL, "control frame with payload from rank %u", p->rank);
+      if (f.kind == NX_KIND_LANE)
+        return nx_fail(NEXAR_ERR_PROTOCOL, "lane frame on a QUIC stream from rank %u", p->rank);
       if (f.kind == NX_KIND_SHM_HELLO && f.length != NX_PATH_HELLO_LEN)
         return nx_fail(NEXAR_ERR_PROTOCOL, "malformed same-host probe from rank %u", p->rank);
       nx_msg *m = nx_calloc(1, sizeof *m);
@@ -349,15 +351,21 @@ void nx_ep_credit_flush(nx_ep *ep) {
 /* ------------------------------------------------------------ self-send */
 
 int nx_local_deliver(nx_ep *ep, const nx_frame *f, const nexar_iovec *iov, size_t niov) {
+  return nx_deliver_complete(ep, &ep->peers[ep->rank], f, iov, niov);
+}
+
+int nx_deliver_complete(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                        size_t niov) {
   nx_msg *m = nx_calloc(1, sizeof *m);
-  if (!m) return nx_fail(NEXAR_ERR_NOMEM, "send to self");
+  if (!m) return nx_fail(NEXAR_ERR_NOMEM, "message from rank %u", p->rank);
   m->f = *f;
-  m->peer = &ep->peers[ep->rank];
+  m->peer = p;
   if (f->length) {
     m->buf = malloc((size_t)f->length);
     if (!m->buf) {
       free(m);
-      return nx_fail(NEXAR_ERR_NOMEM, "send to self: %llu bytes", (unsigned long long)f->length);
+      return nx_fail(NEXAR_ERR_NOMEM, "message from rank %u: %llu bytes", p->rank,
+                     (unsigned long long)f->length);
     }
     m->bufcap = f->length;
     uint64_t off = 0;

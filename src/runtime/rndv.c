@@ -346,6 +346,7 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
       p->same_host = same;
       p->shm_pid = pid;
       if (same && !ep->bulk_tcp_local) control(ep, p, NX_KIND_SHM_OK, 0, 0, NULL, 0);
+      if (same) nx_lane_hello_locked(ep, p, m->buf + 16);
       nx_bulk_on_hello_locked(ep, p, (uint16_t)get64(m->buf + 32), m->buf + 40);
     }
     break;

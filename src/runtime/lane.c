@@ -1,0 +1,187 @@
+/* Same-host lane for small collective frames: one AF_UNIX datagram socket
+ * per endpoint (abstract name derived from its random cookie). A frame is one
+ * datagram (header + payload), so a message costs one sendmsg and one
+ * recvmmsg slot, where QUIC costs a stream, packet protection and ACK
+ * bookkeeping: the latency of barriers and small allreduces is mostly that.
+ *
+ * Only COLL frames use it: their match keys (sequence, round, segment) are
+ * unique, so they need no ordering against the QUIC streams, and any frame
+ * the lane cannot take (full socket, peer gone, too large) simply goes by
+ * QUIC. Point-to-point keeps QUIC's non-overtaking order.
+ *
+ * Trust: the kernel stamps each datagram with the sender's pid
+ * (SCM_CREDENTIALS); it must be the pid the peer proved in its path hello
+ * (it read our cookie with process_vm_readv), and the header's source rank
+ * that peer's. The lane is used towards a peer once it answered our ping, so
+ * peers in other network namespaces (other abstract socket spaces) never
+ * use it. All under ep->mu. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "runtime/engine.h"
+
+#define LANE_BATCH 16
+#define LANE_BUF (NX_FRAME_HDR_LEN + NX_LANE_MAX)
+enum { LANE_PING = 0, LANE_PONG = 1 };
+
+struct nx_lane_rx {
+  struct mmsghdr h[LANE_BATCH];
+  struct iovec v[LANE_BATCH];
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(struct ucred))];
+  } cm[LANE_BATCH];
+  uint8_t data[LANE_BATCH][LANE_BUF];
+};
+
+static socklen_t lane_name(struct sockaddr_un *a, const uint8_t cookie[16]) {
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "nexar-lane-");
+  for (int i = 0; i < 16; i++)
+    n += snprintf(a->sun_path + 1 + n, sizeof a->sun_path - 1 - (size_t)n, "%02x", cookie[i]);
+  return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+int nx_lane_open(nx_ep *ep) {
+  ep->lane_fd = -1;
+  const char *off = getenv("NEXAR_LANE");
+  if (!ep->cfg.bulk_transport || (off && strcmp(off, "0") == 0)) return 0;
+  int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0; /* QUIC carries everything */
+  struct sockaddr_un a;
+  socklen_t al = lane_name(&a, ep->shm_cookie);
+  int one = 1, sz = 4 << 20;
+  ep->lane_rx = nx_calloc(1, sizeof *ep->lane_rx);
+  if (!ep->lane_rx || bind(fd, (struct sockaddr *)&a, al) ||
+      setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof one)) {
+    close(fd);
+    free(ep->lane_rx);
+    ep->lane_rx = NULL;
+    return 0;
+  }
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &sz, sizeof sz);
+  ep->lane_fd = fd;
+  return 0;
+}
+
+void nx_lane_close(nx_ep *ep) {
+  if (ep->lane_fd >= 0) close(ep->lane_fd);
+  ep->lane_fd = -1;
+  free(ep->lane_rx);
+  ep->lane_rx = NULL;
+}
+
+static int send_dgram(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                      size_t niov) {
+  uint8_t hdr[NX_FRAME_HDR_LEN];
+  struct iovec v[1 + NX_LANE_MAX_IOV];
+  if (niov > NX_LANE_MAX_IOV) return -1;
+  nx_frame_encode(f, hdr);
+  v[0].iov_base = hdr, v[0].iov_len = sizeof hdr;
+  for (size_t i = 0; i < niov; i++)
+    v[1 + i].iov_base = iov[i].base, v[1 + i].iov_len = iov[i].len;
+  struct msghdr mh = {.msg_name = &p->lane_addr,
+                      .msg_namelen = p->lane_addrlen,
+                      .msg_iov = v,
+                      .msg_iovlen = 1 + niov};
+  return sendmsg(ep->lane_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+static void ping(nx_ep *ep, nx_peer *p, int kind) {
+  nx_frame f = {0};
+  f.kind = NX_KIND_LANE;
+  f.src = ep->rank;
+  f.status = kind;
+  if (send_dgram(ep, p, &f, NULL, 0))
+    NX_DEBUG("lane %s to rank %u: %s", kind == LANE_PING ? "ping" : "pong", p->rank,
+             strerror(errno));
+}
+
+void nx_lane_hello_locked(nx_ep *ep, nx_peer *p, const uint8_t cookie[16]) {
+  if (ep->lane_fd < 0 || ep->bulk_tcp_local) return;
+  p->lane_addrlen = lane_name(&p->lane_addr, cookie);
+  p->lane_known = 1;
+  ping(ep, p, LANE_PING);
+}
+
+int nx_lane_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                        size_t niov, uint64_t len) {
+  if (!p->lane_ok || f->kind != NX_KIND_COLL || len > NX_LANE_MAX) return 0;
+  if (send_dgram(ep, p, f, iov, niov)) return 0; /* full or gone: QUIC takes it */
+  p->st.messages_sent++;
+  p->st.bytes_sent += len;
+  return 1;
+}
+
+/* The same-host peer whose process sent it, by the kernel's word. */
+static nx_peer *sender(nx_ep *ep, const struct msghdr *mh, uint32_t rank) {
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR((struct msghdr *)mh, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_CREDENTIALS) continue;
+    struct ucred u;
+    memcpy(&u, CMSG_DATA(c), sizeof u);
+    if (rank >= ep->world || rank == ep->rank) return NULL;
+    nx_peer *p = &ep->peers[rank];
+    return p->lane_known && p->same_host && p->shm_pid == u.pid && p->state == NX_PEER_UP ? p
+                                                                                          : NULL;
+  }
+  return NULL;
+}
+
+static void on_dgram(nx_ep *ep, struct mmsghdr *h, const uint8_t *d) {
+  size_t n = h->msg_len;
+  nx_frame f;
+  nx_peer *p;
+  if (n < NX_FRAME_HDR_LEN || (h->msg_hdr.msg_flags & MSG_TRUNC) ||
+      nx_frame_decode(d, NX_FRAME_HDR_LEN, &f) || !(p = sender(ep, &h->msg_hdr, f.src)) ||
+      f.length != n - NX_FRAME_HDR_LEN ||
+      (f.kind != NX_KIND_COLL && !(f.kind == NX_KIND_LANE && f.length == 0))) {
+    ep->dropped_datagrams++; /* not from a proven peer, or malformed: ignored */
+    return;
+  }
+  p->last_heard_ns = nx_now_ns();
+  if (f.kind == NX_KIND_LANE) {
+    if (f.status == LANE_PONG) {
+      if (!p->lane_ok) NX_DEBUG("lane to rank %u up", p->rank);
+      p->lane_ok = 1;
+    } else {
+      ping(ep, p, LANE_PONG);
+      if (!p->lane_ok) ping(ep, p, LANE_PING); /* ours may have come too early */
+    }
+    return;
+  }
+  p->st.messages_received++;
+  p->st.bytes_received += f.length;
+  nexar_iovec v = {(void *)(d + NX_FRAME_HDR_LEN), (size_t)f.length};
+  if (nx_deliver_complete(ep, p, &f, &v, 1))
+    NX_WARN("lane frame from rank %u dropped: %s", p->rank, nexar_last_error());
+}
+
+void nx_lane_recv_locked(nx_ep *ep) {
+  struct nx_lane_rx *rx = ep->lane_rx;
+  if (ep->lane_fd < 0) return;
+  for (int round = 0; round < 8; round++) {
+    /* a receiver far behind stops reading: senders then find the socket
+     * full and fall back to QUIC, whose flow control holds them */
+    if (ep->unexp_bytes > NX_UNEXP_BUDGET) return;
+    for (int i = 0; i < LANE_BATCH; i++) {
+      rx->v[i].iov_base = rx->data[i];
+      rx->v[i].iov_len = LANE_BUF;
+      memset(&rx->h[i].msg_hdr, 0, sizeof rx->h[i].msg_hdr);
+      rx->h[i].msg_hdr.msg_iov = &rx->v[i];
+      rx->h[i].msg_hdr.msg_iovlen = 1;
+      rx->h[i].msg_hdr.msg_control = rx->cm[i].buf;
+      rx->h[i].msg_hdr.msg_controllen = sizeof rx->cm[i].buf;
+    }
+    int n = recvmmsg(ep->lane_fd, rx->h, LANE_BATCH, MSG_DONTWAIT, NULL);
+    for (int i = 0; i < n; i++)
+      on_dgram(ep, &rx->h[i], rx->data[i]);
+    if (n < LANE_BATCH) return;
+  }
+}
