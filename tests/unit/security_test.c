@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,8 +56,10 @@ static void test_wrong_token(void) {
     good[i] = (joiner){.seed = nexar_seed_addr(s), .cfg = cfg};
     pthread_create(&t[i], NULL, join_thread, &good[i]);
   }
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
-  for (int i = 0; i < 2; i++) CHECK(good[i].rc == 0, "good joiner %d: %d", i, good[i].rc);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++)
+    CHECK(good[i].rc == 0, "good joiner %d: %d", i, good[i].rc);
   CHECK(nexar_seed_wait(s, 5000) == 0, "seed_wait");
   uint32_t r0 = nexar_rank(good[0].c), r1 = nexar_rank(good[1].c);
   CHECK(r0 != r1 && r0 < 2 && r1 < 2, "ranks %u %u", r0, r1);
@@ -64,7 +67,8 @@ static void test_wrong_token(void) {
   CHECK(nexar_send(good[0].c, msg, 5, r1, 1) == 0, "send");
   char in[8];
   CHECK(nexar_recv(good[1].c, in, 5, r0, 1) == 0 && !strcmp(in, "ping"), "recv");
-  for (int i = 0; i < 2; i++) nexar_client_del(good[i].c);
+  for (int i = 0; i < 2; i++)
+    nexar_client_del(good[i].c);
   nexar_seed_del(s);
   /* a joiner without any token is refused before it connects */
   nexar_config none = base_cfg(NULL, 1000);
@@ -88,8 +92,8 @@ typedef struct {
 
 static void *form_thread(void *a) {
   former *f = a;
-  f->rc = nx_mesh_form(f->ep, f->rank, 2, f->cid, f->creds, f->addrs,
-                       nx_now_ns() + 3000000000ull, &f->out);
+  f->rc = nx_mesh_form(f->ep, f->rank, 2, f->cid, f->creds, f->addrs, nx_now_ns() + 3000000000ull,
+                       &f->out);
   return NULL;
 }
 
@@ -123,12 +127,15 @@ static void impostor(int foreign_ca) {
   /* rank 1 presents rank 0's identity, or a certificate of a foreign CA */
   f[1].creds = foreign_ca ? creds_for(other, 1) : creds_for(ca, 0);
   pthread_t t[2];
-  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, form_thread, &f[i]);
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, form_thread, &f[i]);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
   CHECK(f[0].rc == NEXAR_ERR_AUTH && f[1].rc != 0, "impostor: rank 0 got %d (want AUTH), rank 1 %d",
         f[0].rc, f[1].rc);
   CHECK(f[0].out == NULL && f[1].out == NULL, "no communicator");
-  for (int i = 0; i < 2; i++) nx_ep_unref(f[i].ep);
+  for (int i = 0; i < 2; i++)
+    nx_ep_unref(f[i].ep);
   nx_ca_del(ca);
   nx_ca_del(other);
   printf("ok impostor (%s) refused: %s\n", foreign_ca ? "foreign CA" : "other rank's identity",
@@ -147,9 +154,9 @@ static void send_corrupt(nexar_client *c, uint32_t dest, int what) {
   nexar_iovec v = {payload, sizeof payload};
   nx_txmsg *m = NULL;
   CHECK(nx_ep_send_locked(ep, c->members[dest], &f, &v, 1, NULL, &m) == 0 && m, "queue");
-  if (what == 0) m->hdr[0] ^= 0xff;                /* bad magic */
-  if (what == 1) m->hdr[16] ^= 0x01;               /* claims another source rank */
-  if (what == 2) memset(m->hdr + 48, 0xff, 8);     /* absurd payload length */
+  if (what == 0) m->hdr[0] ^= 0xff;            /* bad magic */
+  if (what == 1) m->hdr[16] ^= 0x01;           /* claims another source rank */
+  if (what == 2) memset(m->hdr + 48, 0xff, 8); /* absurd payload length */
   ep->in_progress = 0;
   nx_ep_wake(ep);
   pthread_mutex_unlock(&ep->mu);
@@ -170,7 +177,8 @@ static void test_malformed(int what) {
   CHECK(nexar_failed_ranks(c[1], dead, 3, &n) == 0 && n == 1 && dead[0] == 0, "failed ranks");
   /* the other connections keep working */
   CHECK(nexar_send(c[2], "x", 1, 1, 3) == 0 && nexar_recv(c[1], buf, 1, 2, 3) == 0, "rank 2");
-  for (int i = 0; i < 3; i++) nexar_client_del(c[i]);
+  for (int i = 0; i < 3; i++)
+    nexar_client_del(c[i]);
   printf("ok malformed frame %d closed the connection with PROTOCOL\n", what);
 }
 
@@ -187,7 +195,8 @@ static void test_garbage(void) {
   uint64_t x = 88172645463325252ull;
   for (int i = 0; i < 3000; i++) {
     size_t len = 1 + (size_t)i % sizeof b;
-    for (size_t j = 0; j < len; j++) x ^= x << 13, x ^= x >> 7, x ^= x << 17, b[j] = (uint8_t)x;
+    for (size_t j = 0; j < len; j++)
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17, b[j] = (uint8_t)x;
     if (i % 3 == 0 && len >= 1200) { /* looks like a QUIC v1 Initial */
       b[0] = 0xc0, b[1] = 0, b[2] = 0, b[3] = 0, b[4] = 1, b[5] = 8;
     }
@@ -203,17 +212,97 @@ static void test_garbage(void) {
   uint64_t dropped = c[1]->ep->dropped_datagrams;
   pthread_mutex_unlock(&c[1]->ep->mu);
   CHECK(dropped > 0, "garbage was not counted");
-  for (int i = 0; i < 2; i++) nexar_client_del(c[i]);
+  for (int i = 0; i < 2; i++)
+    nexar_client_del(c[i]);
   printf("ok garbage datagrams dropped (%llu) and reported; cluster unaffected\n",
          (unsigned long long)dropped);
 }
 
+/* Forged frames on the same-host lane from another process (another pid than
+ * the peer proved) are dropped, never matched: the allreduces stay exact. */
+typedef struct ar_arg {
+  nexar_client *c;
+  float v[4];
+  int rc;
+} ar_arg;
+
+static void *ar_main(void *p) {
+  ar_arg *a = p;
+  a->rc = nexar_all_reduce(a->c, a->v, 4, NEXAR_F32, NEXAR_SUM);
+  return NULL;
+}
+
+static void test_lane_forgery(void) {
+  nexar_config cfg = base_cfg(NULL, 5000);
+  nexar_client *c[2];
+  CHECK(nexar_bootstrap_local(c, 2, &cfg) == 0, "bootstrap");
+  int up = 0;
+  struct sockaddr_un to;
+  socklen_t tolen = 0;
+  for (int i = 0; i < 200 && !up; i++) { /* until rank 1 answered rank 0's ping */
+    usleep(5000);
+    pthread_mutex_lock(&c[0]->ep->mu);
+    up = c[0]->ep->peers[1].lane_ok;
+    to = c[0]->ep->peers[1].lane_addr;
+    tolen = c[0]->ep->peers[1].lane_addrlen;
+    pthread_mutex_unlock(&c[0]->ep->mu);
+  }
+  CHECK(up, "the lane came up between two ranks of one process");
+  nx_ep *ep1 = c[1]->ep;
+  pthread_mutex_lock(&ep1->mu);
+  uint64_t seq = c[1]->next_seq, dropped0 = ep1->dropped_datagrams;
+  pthread_mutex_unlock(&ep1->mu);
+  pid_t kid = fork();
+  if (kid == 0) { /* another process: frames claiming to be rank 0's next ones */
+    int fd = socket(AF_UNIX, SOCK_DGRAM, 0);
+    uint8_t b[NX_FRAME_HDR_LEN + 16];
+    memset(b, 0x7f, sizeof b);
+    for (uint64_t q = seq; q < seq + 4; q++)
+      for (uint32_t rd = 0; rd < 4; rd++) {
+        nx_frame f = {.kind = NX_KIND_COLL,
+                      .comm_id = c[1]->id,
+                      .src = 0,
+                      .tag = q,
+                      .round = rd,
+                      .dtype = NEXAR_F32,
+                      .redop = NEXAR_SUM,
+                      .count = 4,
+                      .length = 16};
+        nx_frame_encode(&f, b);
+        sendto(fd, b, sizeof b, 0, (struct sockaddr *)&to, tolen);
+      }
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(kid, &st, 0);
+  for (int it = 0; it < 4; it++) {
+    ar_arg a0 = {c[0], {1, 2, 3, 4}, 0}, a1 = {c[1], {10, 20, 30, 40}, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, ar_main, &a1);
+    ar_main(&a0);
+    pthread_join(t, NULL);
+    CHECK(a0.rc == 0 && a1.rc == 0, "allreduce after forged lane frames");
+    for (int i = 0; i < 4; i++)
+      CHECK(a0.v[i] == 11.0f * (float)(i + 1) && a1.v[i] == a0.v[i], "allreduce result exact");
+  }
+  pthread_mutex_lock(&ep1->mu);
+  uint64_t dropped = ep1->dropped_datagrams - dropped0;
+  pthread_mutex_unlock(&ep1->mu);
+  CHECK(dropped >= 16, "forged lane frames were not all dropped");
+  for (int i = 0; i < 2; i++)
+    nexar_client_del(c[i]);
+  printf("ok forged same-host lane frames from another process dropped (%llu)\n",
+         (unsigned long long)dropped);
+}
+
 int main(void) {
+  test_lane_forgery();
   test_garbage();
   test_wrong_token();
   impostor(0);
   impostor(1);
-  for (int w = 0; w < 3; w++) test_malformed(w);
+  for (int w = 0; w < 3; w++)
+    test_malformed(w);
   printf("security_test: all passed\n");
   return 0;
 }
