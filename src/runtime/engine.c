@@ -457,7 +457,7 @@ void nx_peer_departed_locked(nx_ep *ep, nx_peer *p) {
   p->dead_code = NEXAR_ERR_PEER_LOST;
   snprintf(p->why, sizeof p->why, "it has left (closed its endpoint)");
   NX_DEBUG("rank %u (%s) left", p->rank, p->addrstr);
-  nx_qconn_abandon(p->qc);
+  nx_qconn_abandon(p->qc, NULL);
   drop_peer_traffic(ep, p, p->why);
   p->qc = NULL;
   pthread_cond_broadcast(&ep->cv);
@@ -469,7 +469,7 @@ void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) {
   p->dead_code = code;
   snprintf(p->why, sizeof p->why, "%s", why);
   NX_WARN("rank %u (%s) is dead: %s", p->rank, p->addrstr, why);
-  nx_qconn_abandon(p->qc);
+  nx_qconn_abandon(p->qc, why);
   drop_peer_traffic(ep, p, why);
   p->qc = NULL; /* the connection is freed by the next service pass */
   for (nx_comm *c = ep->comms; c; c = c->next)

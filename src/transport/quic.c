@@ -16,16 +16,17 @@
 
 #define NX_SCID_LEN 16
 #define NX_APP_GOODBYE 0x6e78u /* application close code of a graceful departure */
+#define NX_APP_GAVE_UP 0x6e79u /* we declared the receiver dead (reason says why) */
 #define NX_BURST 64
-#define NX_FIN_BATCH 32               /* FIN-only packets wait for this many... */
-#define NX_FIN_DELAY_NS 2000000ull    /* ...or this long */
+#define NX_FIN_BATCH 32            /* FIN-only packets wait for this many... */
+#define NX_FIN_DELAY_NS 2000000ull /* ...or this long */
 #define NX_MAX_PENDING_HANDSHAKES 64
-#define NX_ACK_SLACK_NS 50000ull      /* idle connections: timer slack (see service) */
-#define NX_STREAM_CREDIT_BATCH 16     /* stream credit returns in batches... */
+#define NX_ACK_SLACK_NS 50000ull             /* idle connections: timer slack (see service) */
+#define NX_STREAM_CREDIT_BATCH 16            /* stream credit returns in batches... */
 #define NX_STREAM_CREDIT_DELAY_NS 1000000ull /* ...or after this long */
 #define NX_ALPN "nexar/1"
 #define NX_PRIO                                                                                    \
-  "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"      \
+  "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"        \
   "%DISABLE_TLS13_COMPAT_MODE"
 
 struct nx_cident {
@@ -103,8 +104,7 @@ static void cb_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
   nx_random(dest, len);
 }
 
-static int cb_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t cidlen,
-                      void *ud) {
+static int cb_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t cidlen, void *ud) {
   nx_qconn *qc = ud;
   if (nx_random(cid->data, cidlen) || nx_random(token, NGTCP2_STATELESS_RESET_TOKENLEN))
     return NGTCP2_ERR_CALLBACK_FAILURE;
@@ -334,8 +334,10 @@ static int tls_new(nx_qconn *qc) {
                          : ngtcp2_crypto_gnutls_configure_client_session(qc->tls);
   if (rc) return -1;
   if (gnutls_credentials_set(qc->tls, GNUTLS_CRD_CERTIFICATE, qc->ep->creds) < 0) return -1;
-  if (qc->is_server) gnutls_certificate_server_set_request(qc->tls, GNUTLS_CERT_REQUIRE);
-  else gnutls_server_name_set(qc->tls, GNUTLS_NAME_DNS, "nexar", 5);
+  if (qc->is_server)
+    gnutls_certificate_server_set_request(qc->tls, GNUTLS_CERT_REQUIRE);
+  else
+    gnutls_server_name_set(qc->tls, GNUTLS_NAME_DNS, "nexar", 5);
   gnutls_session_set_verify_function(qc->tls, verify_peer);
   gnutls_datum_t alpn = {(unsigned char *)NX_ALPN, sizeof NX_ALPN - 1};
   gnutls_alpn_set_protocols(qc->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY);
@@ -355,8 +357,7 @@ static ngtcp2_path make_path(nx_qconn *qc) {
   return p;
 }
 
-static nx_qconn *qconn_alloc(nx_ep *ep, const struct sockaddr *remote, socklen_t len,
-                             int server) {
+static nx_qconn *qconn_alloc(nx_ep *ep, const struct sockaddr *remote, socklen_t len, int server) {
   nx_qconn *qc = nx_calloc(1, sizeof *qc);
   if (!qc) return NULL;
   qc->ep = ep; /* the 4 MiB send buffer comes with the first write */
@@ -423,8 +424,8 @@ int nx_qconn_client_new(nx_ep *ep, nx_peer *p) {
                                   &tp, NULL, qc);
   if (rv || tls_new(qc)) {
     nx_qconn_free(ep, qc);
-    return nx_fail(NEXAR_ERR_TLS, "connect to rank %u: cannot create QUIC connection: %s",
-                   p->rank, rv ? ngtcp2_strerror(rv) : "TLS session setup failed");
+    return nx_fail(NEXAR_ERR_TLS, "connect to rank %u: cannot create QUIC connection: %s", p->rank,
+                   rv ? ngtcp2_strerror(rv) : "TLS session setup failed");
   }
   ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
   qc->next = ep->conns;
@@ -443,7 +444,8 @@ static nx_qconn *accept_conn(nx_ep *ep, const struct sockaddr *from, socklen_t f
   if (!ep->creds) return NULL; /* not started: the client retransmits */
   /* bound the handshakes in progress, so Initial floods cost little */
   int pending = 0;
-  for (nx_qconn *x = ep->conns; x; x = x->next) pending += x->peer == NULL;
+  for (nx_qconn *x = ep->conns; x; x = x->next)
+    pending += x->peer == NULL;
   if (pending >= NX_MAX_PENDING_HANDSHAKES) return NULL;
   nx_qconn *qc = qconn_alloc(ep, from, fromlen, 1);
   if (!qc) return NULL;
@@ -493,7 +495,8 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
     if (now - ep->dropped_logged_ns > 1000000000ull) {
       ep->dropped_logged_ns = now;
       NX_WARN("dropped %llu datagram(s) that are not QUIC packets of this cluster (last: %zu "
-              "bytes)", (unsigned long long)ep->dropped_datagrams, len);
+              "bytes)",
+              (unsigned long long)ep->dropped_datagrams, len);
     }
     return;
   }
@@ -548,8 +551,8 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
       ngtcp2_connection_close_error_set_transport_error_liberr(&ce, rv, (uint8_t *)why,
                                                                strlen(why));
       uint8_t buf[1500];
-      ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, buf,
-                                                          sizeof buf, &ce, nx_now_ns());
+      ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, buf, sizeof buf,
+                                                          &ce, nx_now_ns());
       if (n > 0) {
         size_t l = (size_t)n;
         nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, buf, &l, 1);
@@ -567,8 +570,10 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
 static void act_push(nx_qconn *qc, nx_txmsg *m) {
   m->next = NULL;
   m->in_queue = 1;
-  if (qc->act_tail) qc->act_tail->next = m;
-  else qc->act_head = m;
+  if (qc->act_tail)
+    qc->act_tail->next = m;
+  else
+    qc->act_head = m;
   qc->act_tail = m;
 }
 
@@ -597,8 +602,10 @@ static void act_remove(nx_qconn *qc, nx_txmsg *m) {
   nx_txmsg *prev = NULL;
   for (nx_txmsg *x = qc->act_head; x; prev = x, x = x->next) {
     if (x != m) continue;
-    if (prev) prev->next = x->next;
-    else qc->act_head = x->next;
+    if (prev)
+      prev->next = x->next;
+    else
+      qc->act_head = x->next;
     if (qc->act_tail == x) qc->act_tail = prev;
     x->next = NULL;
     x->in_queue = 0;
@@ -655,8 +662,8 @@ static size_t build_vecs(nx_txmsg *m, ngtcp2_vec *v, size_t max) {
 }
 
 static void flush(nx_qconn *qc, size_t *lens, size_t *npk, size_t *off) {
-  if (*npk) nx_udp_send(&qc->ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, qc->txbuf,
-                        lens, *npk);
+  if (*npk)
+    nx_udp_send(&qc->ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, qc->txbuf, lens, *npk);
   *npk = 0;
   *off = 0;
 }
@@ -709,7 +716,8 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
       nvec = build_vecs(m, vec, 16);
       flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
       uint64_t left = m->total - m->sent, inv = 0;
-      for (size_t i = 0; i < nvec; i++) inv += vec[i].len;
+      for (size_t i = 0; i < nvec; i++)
+        inv += vec[i].len;
       if (inv == left) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
     }
     if (off + maxlen > (size_t)NX_BURST * 65536) flush(qc, lens, &npk, &off);
@@ -731,8 +739,10 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
       }
       if (nw == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
         m->next = NULL;
-        if (blocked_tail) blocked_tail->next = m;
-        else blocked = m;
+        if (blocked_tail)
+          blocked_tail->next = m;
+        else
+          blocked = m;
         blocked_tail = m;
         continue;
       }
@@ -814,9 +824,10 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
       qc->force_write = 1;
     }
     int up = qc->peer && qc->peer->qc == qc && qc->peer->state == NX_PEER_UP;
-    int work = qc->act_head || (qc->peer && qc->peer->txq_head) || qc->nresets ||
-               qc->force_write || qc->rx_since_write >= 2 || qc->rx_bytes_since_write >= 4096 ||
-               (qc->nfins && (qc->nfins >= NX_FIN_BATCH || qc->fins_since + NX_FIN_DELAY_NS <= now));
+    int work =
+        qc->act_head || (qc->peer && qc->peer->txq_head) || qc->nresets || qc->force_write ||
+        qc->rx_since_write >= 2 || qc->rx_bytes_since_write >= 4096 ||
+        (qc->nfins && (qc->nfins >= NX_FIN_BATCH || qc->fins_since + NX_FIN_DELAY_NS <= now));
     uint64_t slack = (!up || work) ? 0 : NX_ACK_SLACK_NS;
     uint64_t exp = ngtcp2_conn_get_expiry(qc->conn);
     if (exp != UINT64_MAX) exp += slack;
@@ -855,32 +866,43 @@ void nx_qconn_extend(nx_qconn *qc, int64_t sid, uint64_t n, uint64_t boost) {
   qc->force_write = 1; /* a sender may be waiting for this credit */
 }
 
-void nx_qconn_abandon(nx_qconn *qc) {
+/* Writes a CONNECTION_CLOSE with an application code and reason (if the
+ * connection can still send one) straight to the socket. */
+static void send_close(nx_ep *ep, nx_qconn *qc, uint64_t code, const char *reason) {
+  if (qc->dead || !qc->conn) return;
+  ngtcp2_path_storage ps;
+  ngtcp2_path_storage_zero(&ps);
+  ngtcp2_connection_close_error ce;
+  size_t rl = reason ? NX_MIN(strlen(reason), 120) : 0;
+  ngtcp2_connection_close_error_set_application_error(&ce, code, (const uint8_t *)reason, rl);
+  uint8_t buf[1500];
+  ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, buf, sizeof buf,
+                                                      &ce, nx_now_ns());
+  if (n > 0) {
+    size_t l = (size_t)n;
+    nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, buf, &l, 1);
+  }
+}
+
+void nx_qconn_abandon(nx_qconn *qc, const char *why) {
   if (!qc) return;
+  /* a peer we give up on (its bulk stream broke, it went silent) learns it
+   * at once instead of after its own heartbeat timeout */
+  if (why) {
+    char reason[160];
+    snprintf(reason, sizeof reason, "rank %u gave up on you: %s", qc->ep->rank, why);
+    send_close(qc->ep, qc, NX_APP_GAVE_UP, reason);
+  }
   /* its queued messages are freed by the caller: forget them first */
   qc->dead = 1;
   qc->act_head = qc->act_tail = NULL;
   qc->nresets = 0;
 }
 
-
-
 void nx_quic_close_all(nx_ep *ep) {
   while (ep->conns) {
     nx_qconn *qc = ep->conns;
-    if (!qc->dead && qc->conn) {
-      ngtcp2_path_storage ps;
-      ngtcp2_path_storage_zero(&ps);
-      ngtcp2_connection_close_error ce;
-      ngtcp2_connection_close_error_set_application_error(&ce, NX_APP_GOODBYE, NULL, 0);
-      uint8_t buf[1500];
-      ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, buf,
-                                                          sizeof buf, &ce, nx_now_ns());
-      if (n > 0) {
-        size_t l = (size_t)n;
-        nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, buf, &l, 1);
-      }
-    }
+    send_close(ep, qc, NX_APP_GOODBYE, NULL);
     /* drop queued and in-flight messages' references first */
     while (qc->act_head) {
       nx_txmsg *m = act_pop(qc);

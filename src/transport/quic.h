@@ -19,8 +19,9 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now);
 /* Returns credit for n consumed bytes of stream sid (boost adds extra window). */
 void nx_qconn_extend(nx_qconn *qc, int64_t sid, uint64_t n, uint64_t boost);
 /* The peer is dead: stop writing and forget queued messages (the engine
- * frees them); the connection is freed by the next service pass. */
-void nx_qconn_abandon(nx_qconn *qc);
+ * frees them); the connection is freed by the next service pass. With why,
+ * the peer is told in a CONNECTION_CLOSE (NULL: it left or closed itself). */
+void nx_qconn_abandon(nx_qconn *qc, const char *why);
 /* Sends CONNECTION_CLOSE and frees every connection. */
 void nx_quic_close_all(nx_ep *ep);
 /* Frees a connection (its peer is dead or it never authenticated). */

@@ -172,6 +172,9 @@ int nx_tcp_read(nx_tcp *t, void *buf, size_t n, int *eof) {
     if (t->s) {
       r = gnutls_record_recv(t->s, p, want);
       if (r == GNUTLS_E_INTERRUPTED) continue; /* AGAIN: a socket timeout */
+      /* a FIN without close_notify: frames carry their lengths, so a cut
+       * message is caught by its reader; the close itself is an EOF */
+      if (r == GNUTLS_E_PREMATURE_TERMINATION) r = 0;
       if (r < 0) return nx_fail(NEXAR_ERR_TLS, "bulk read: %s", gnutls_strerror((int)r));
     } else {
       r = recv(t->fd, p, want, MSG_WAITALL);

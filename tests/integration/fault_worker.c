@@ -120,6 +120,18 @@ typedef struct state {
 } state;
 
 /* One round; 0, a NEXAR_ERR_* code, or 1 for a wrong result. */
+/* Records the op's first failure as it happens (a call refused at once
+ * counts too: the loop below may then wait for a survivor's message). */
+static int note_first(state *s, int rc) {
+  if (!s->first_rc) {
+    s->first_rc = rc;
+    s->first_unix = unix_ms();
+    s->first_mono = mono_ms();
+    snprintf(s->first_why, sizeof s->first_why, "%s", nexar_last_error());
+  }
+  return rc;
+}
+
 static int round_once(state *s, uint64_t it) {
   uint32_t r = s->rank, n = s->world;
   if (strcmp(s->op, "barrier") == 0) return nexar_barrier(s->c);
@@ -158,7 +170,7 @@ static int round_once(state *s, uint64_t it) {
   for (uint32_t j = 0; j < n; j++) {
     if (j == r) continue;
     int rc = nexar_recv_nb(s->c, s->rbuf + (size_t)j * P2P_BYTES, P2P_BYTES, j, P2P_TAG, &rq[j]);
-    if (rc && !first) first = rc;
+    if (rc && !first) first = note_first(s, rc);
   }
   for (uint32_t j = 0; j < n; j++) {
     if (j == r) continue;
@@ -166,7 +178,7 @@ static int round_once(state *s, uint64_t it) {
     for (size_t i = 0; i < P2P_BYTES; i++)
       b[i] = (uint8_t)(r * 31 + j * 7 + i + it);
     int rc = nexar_send_nb(s->c, b, P2P_BYTES, j, P2P_TAG, &rq[MAX_WORLD + j]);
-    if (rc && !first) first = rc;
+    if (rc && !first) first = note_first(s, rc);
   }
   /* Finish each request as it completes, noting the first failure when it
    * happens: wait_all would also wait for a survivor that is one round behind
@@ -180,13 +192,7 @@ static int round_once(state *s, uint64_t it) {
       if (nexar_test(rq[i], &done) || done) {
         int w = nexar_wait(rq[i]);
         rq[i] = NULL;
-        if (w && !rc) {
-          rc = w;
-          s->first_rc = w;
-          s->first_unix = unix_ms();
-          s->first_mono = mono_ms();
-          snprintf(s->first_why, sizeof s->first_why, "%s", nexar_last_error());
-        }
+        if (w && !rc) rc = first ? w : note_first(s, w);
       } else {
         left = 1;
       }
