@@ -51,6 +51,13 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   if ((rc = nx_quic_cc_from_env(&ep->cc_algo)) || (rc = nx_random(ep->shm_cookie, 16))) goto fail;
   ep->ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
   ep->spin_override = -1;
+  ep->yield_ns = NX_YIELD_NS;
+  const char *yv = getenv("NEXAR_YIELD_US");
+  if (yv && *yv) {
+    uint32_t us;
+    if ((rc = nx_parse_u32("NEXAR_YIELD_US", yv, &us))) goto fail;
+    ep->yield_ns = (uint64_t)us * 1000ull;
+  }
   const char *sp = getenv("NEXAR_SPIN_US");
   if (sp && *sp) {
     uint32_t us;
@@ -110,10 +117,15 @@ fail:
  * of its own (measured: 64-byte round trip 41 -> 26 us with 2 processes on 2
  * cores), and costs when they share CPUs (the spinner delays the rank it
  * waits for). NEXAR_SPIN_US overrides the choice. */
-uint64_t nx_ep_spin_ns(nx_ep *ep) {
+uint64_t nx_ep_spin_ns(nx_ep *ep, int *yield) {
+  *yield = 0;
   if (ep->spin_override >= 0) return (uint64_t)ep->spin_override * 1000ull;
   int local = 1 + atomic_load_explicit(&ep->local_peers, memory_order_relaxed);
-  return local <= ep->ncpu ? NX_SPIN_NS : 0;
+  if (local <= ep->ncpu) return NX_SPIN_NS;
+  /* more ranks than CPUs here: the reply needs a peer that waits for a CPU,
+   * so polling spins by handing ours over (sched_yield), not by burning it */
+  *yield = 1;
+  return ep->yield_ns;
 }
 
 uint16_t nx_ep_port(const nx_ep *ep) {

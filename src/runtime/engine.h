@@ -184,6 +184,7 @@ struct nx_ep {
   atomic_int local_peers;          /* peers proven on this host */
   int ncpu;                        /* online CPUs */
   long spin_override;              /* NEXAR_SPIN_US, -1 if unset */
+  uint64_t yield_ns;               /* NEXAR_YIELD_US */
   pthread_t thr;
   int thr_started;
   int stop;
@@ -245,7 +246,9 @@ uint16_t nx_ep_port(const nx_ep *ep);
 void nx_ep_wake(nx_ep *ep); /* under ep->mu */
 /* How long a waiter polls before it sleeps (see engine.c). */
 #define NX_SPIN_NS 20000ull
-uint64_t nx_ep_spin_ns(nx_ep *ep);
+/* More ranks than CPUs: poll this long, yielding the CPU between looks. */
+#define NX_YIELD_NS 300000ull
+uint64_t nx_ep_spin_ns(nx_ep *ep, int *yield);
 /* One progress step (receive, timers, writes) under ep->mu; next deadline. */
 uint64_t nx_ep_progress_locked(nx_ep *ep);
 /* The same without receiving (do_recv = 0): the send path only writes. */

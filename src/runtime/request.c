@@ -126,7 +126,8 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
   r->waiter = pthread_self();
   atomic_store(&r->waiting, 1);
   int first = 1;
-  uint64_t spin_until = nx_now_ns() + nx_ep_spin_ns(ep);
+  int yield;
+  uint64_t spin_until = nx_now_ns() + nx_ep_spin_ns(ep, &yield);
   while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
     uint64_t next = UINT64_MAX;
     if (first) {
@@ -148,6 +149,7 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
      * which saves the wake-up of a sleeping thread on the reply's path */
     if (now < spin_until) ts.tv_nsec = 0;
     int n = epoll_pwait2(ep->epfd_wait, ev, 2, &ts, NULL);
+    if (n == 0 && yield && now < spin_until) sched_yield();
     for (int i = 0; i < n; i++)
       if (ev[i].data.u32 == 3) {
         uint64_t v;
