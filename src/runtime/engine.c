@@ -400,7 +400,12 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
   int code = p->dead_code;
   char msg[256];
   snprintf(msg, sizeof msg, "rank %u lost: %s", p->rank, why);
-  nx_bulk_peer_down_locked(ep, p);
+  /* a departed peer's bulk stream stays open until its EOF: bytes it wrote
+   * before it left are still read into their receives */
+  if (p->departed)
+    p->bulk_up = 0;
+  else
+    nx_bulk_peer_down_locked(ep, p);
   nx_rndv_peer_dead_locked(ep, p, code, msg);
   for (nx_txmsg *m = ep->tx_all, *n; m; m = n) {
     n = m->all_next;
@@ -464,6 +469,9 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
 
 void nx_peer_departed_locked(nx_ep *ep, nx_peer *p) {
   if (p->state == NX_PEER_DEAD || p->rank == ep->rank) return;
+  /* what it sent on the same-host lane before it left is queued already
+   * (AF_UNIX delivers at send time): take it before its traffic is dropped */
+  nx_lane_recv_locked(ep);
   p->state = NX_PEER_DEAD;
   p->departed = 1;
   p->dead_code = NEXAR_ERR_PEER_LOST;
@@ -477,6 +485,7 @@ void nx_peer_departed_locked(nx_ep *ep, nx_peer *p) {
 
 void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) {
   if (p->state == NX_PEER_DEAD || p->rank == ep->rank) return;
+  nx_lane_recv_locked(ep); /* as for a departure: its earlier frames count */
   p->state = NX_PEER_DEAD;
   p->dead_code = code;
   snprintf(p->why, sizeof p->why, "%s", why);

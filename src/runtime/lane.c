@@ -37,6 +37,7 @@ struct nx_lane_rx {
     char buf[CMSG_SPACE(sizeof(struct ucred))];
   } cm[LANE_BATCH];
   uint8_t data[LANE_BATCH][LANE_BUF];
+  int busy;
 };
 
 static socklen_t lane_name(struct sockaddr_un *a, const uint8_t cookie[16]) {
@@ -163,9 +164,17 @@ static void on_dgram(nx_ep *ep, struct mmsghdr *h, const uint8_t *d) {
     NX_WARN("lane frame from rank %u dropped: %s", p->rank, nexar_last_error());
 }
 
+static void lane_drain(nx_ep *ep, struct nx_lane_rx *rx);
+
 void nx_lane_recv_locked(nx_ep *ep) {
   struct nx_lane_rx *rx = ep->lane_rx;
-  if (ep->lane_fd < 0) return;
+  if (ep->lane_fd < 0 || rx->busy) return; /* rx buffers in use up the stack */
+  rx->busy = 1;
+  lane_drain(ep, rx);
+  rx->busy = 0;
+}
+
+static void lane_drain(nx_ep *ep, struct nx_lane_rx *rx) {
   for (int round = 0; round < 8; round++) {
     /* a receiver far behind stops reading: senders then find the socket
      * full and fall back to QUIC, whose flow control holds them */
