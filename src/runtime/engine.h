@@ -272,7 +272,8 @@ void nx_tx_cancel_locked(nx_ep *ep, nx_txmsg *m, int rc);
 
 /* ---- rndv.c: same-host rendezvous */
 #define NX_RNDV_MAX_IOV 64
-#define NX_PATH_HELLO_LEN 72 /* SHM_HELLO: cookie proof + bulk port and secret */
+#define NX_RNDV_INLINE_MAX (1u << 20) /* same-host copies up to this run in place */
+#define NX_PATH_HELLO_LEN 72          /* SHM_HELLO: cookie proof + bulk port and secret */
 /* Sends the descriptor of a large message to a same-host peer (under
  * ep->mu); req completes when the peer has read it. 1 if it took the send,
  * 0 if the rendezvous path does not apply, <0 on error. */

@@ -4,10 +4,12 @@
  * recvmmsg slot, where QUIC costs a stream, packet protection and ACK
  * bookkeeping: the latency of barriers and small allreduces is mostly that.
  *
- * Only COLL frames use it: their match keys (sequence, round, segment) are
- * unique, so they need no ordering against the QUIC streams, and any frame
- * the lane cannot take (full socket, peer gone, too large) simply goes by
- * QUIC. Point-to-point keeps QUIC's non-overtaking order.
+ * Only COLL frames (data, or the descriptor of a same-host rendezvous) and
+ * rendezvous answers use it: collective match keys (sequence, round,
+ * segment) are unique and answers name their rendezvous id, so they need no
+ * ordering against the QUIC streams, and any frame the lane cannot take
+ * (full socket, peer gone, too large) simply goes by QUIC. Point-to-point
+ * keeps QUIC's non-overtaking order.
  *
  * Trust: the kernel stamps each datagram with the sender's pid
  * (SCM_CREDENTIALS); it must be the pid the peer proved in its path hello
@@ -114,10 +116,13 @@ void nx_lane_hello_locked(nx_ep *ep, nx_peer *p, const uint8_t cookie[16]) {
 
 int nx_lane_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
                         size_t niov, uint64_t len) {
-  if (!p->lane_ok || f->kind != NX_KIND_COLL || len > NX_LANE_MAX) return 0;
+  if (!p->lane_ok || len > NX_LANE_MAX || (f->kind != NX_KIND_COLL && f->kind != NX_KIND_RNDV_DONE))
+    return 0;
   if (send_dgram(ep, p, f, iov, niov)) return 0; /* full or gone: QUIC takes it */
-  p->st.messages_sent++;
-  p->st.bytes_sent += len;
+  if (!(f->flags & NX_FLAG_RNDV)) {              /* a rendezvous is counted when it is sent */
+    p->st.messages_sent++;
+    p->st.bytes_sent += len;
+  }
   return 1;
 }
 
@@ -139,10 +144,12 @@ static void on_dgram(nx_ep *ep, struct mmsghdr *h, const uint8_t *d) {
   size_t n = h->msg_len;
   nx_frame f;
   nx_peer *p;
+  uint64_t wire = 0; /* payload bytes: a rendezvous carries its descriptor */
   if (n < NX_FRAME_HDR_LEN || (h->msg_hdr.msg_flags & MSG_TRUNC) ||
       nx_frame_decode(d, NX_FRAME_HDR_LEN, &f) || !(p = sender(ep, &h->msg_hdr, f.src)) ||
-      f.length != n - NX_FRAME_HDR_LEN ||
-      (f.kind != NX_KIND_COLL && !(f.kind == NX_KIND_LANE && f.length == 0))) {
+      (wire = (f.flags & NX_FLAG_RNDV) ? (uint64_t)f.status : f.length) != n - NX_FRAME_HDR_LEN ||
+      (f.kind != NX_KIND_COLL &&
+       !((f.kind == NX_KIND_LANE || f.kind == NX_KIND_RNDV_DONE) && f.length == 0))) {
     ep->dropped_datagrams++; /* not from a proven peer, or malformed: ignored */
     return;
   }
@@ -157,9 +164,11 @@ static void on_dgram(nx_ep *ep, struct mmsghdr *h, const uint8_t *d) {
     }
     return;
   }
-  p->st.messages_received++;
-  p->st.bytes_received += f.length;
-  nexar_iovec v = {(void *)(d + NX_FRAME_HDR_LEN), (size_t)f.length};
+  if (!(f.flags & NX_FLAG_RNDV)) {
+    p->st.messages_received++;
+    p->st.bytes_received += f.length;
+  }
+  nexar_iovec v = {(void *)(d + NX_FRAME_HDR_LEN), (size_t)wire};
   if (nx_deliver_complete(ep, p, &f, &v, 1))
     NX_WARN("lane frame from rank %u dropped: %s", p->rank, nexar_last_error());
 }

@@ -356,29 +356,30 @@ int nx_local_deliver(nx_ep *ep, const nx_frame *f, const nexar_iovec *iov, size_
 
 int nx_deliver_complete(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
                         size_t niov) {
+  uint64_t wire = (f->flags & NX_FLAG_RNDV) ? (uint64_t)f->status : f->length;
   nx_msg *m = nx_calloc(1, sizeof *m);
   if (!m) return nx_fail(NEXAR_ERR_NOMEM, "message from rank %u", p->rank);
   m->f = *f;
   m->peer = p;
-  if (f->length) {
-    m->buf = malloc((size_t)f->length);
+  if (wire) {
+    m->buf = malloc((size_t)wire);
     if (!m->buf) {
       free(m);
       return nx_fail(NEXAR_ERR_NOMEM, "message from rank %u: %llu bytes", p->rank,
-                     (unsigned long long)f->length);
+                     (unsigned long long)wire);
     }
-    m->bufcap = f->length;
+    m->bufcap = wire;
     uint64_t off = 0;
     for (size_t i = 0; i < niov; i++) {
       if (iov[i].len) memcpy(m->buf + off, iov[i].base, iov[i].len);
       off += iov[i].len;
     }
   }
-  m->got = f->length;
-  m->wire_len = f->length;
+  m->got = wire;
+  m->wire_len = wire;
   m->complete = 1;
   m->ordered = 1;
-  if (!is_internal(f->kind)) ep->unexp_bytes += f->length;
+  if (!is_internal(f->kind) && !(f->flags & NX_FLAG_RNDV)) ep->unexp_bytes += wire;
   nx_match_arrived(ep, m);
   return 0;
 }

@@ -147,8 +147,14 @@ int nx_rndv_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
   fr.status = (int32_t)(16 + 16 * niov);
   nx_txmsg *m = NULL;
   nexar_iovec v = {desc, 16 + 16 * niov};
-  /* the descriptor goes as an eager message; `length` stays the message's */
-  int rc = nx_ep_send_raw_locked(ep, p, &fr, &v, 1, len, &m);
+  /* the descriptor goes as an eager message; `length` stays the message's.
+   * A collective's may take the same-host lane (its key is unique); a
+   * point-to-point one keeps its place in the QUIC order. */
+  fr.src = ep->rank;
+  fr.length = len;
+  int rc = fr.kind == NX_KIND_COLL && nx_lane_send_locked(ep, p, &fr, &v, 1, v.len)
+               ? 0
+               : nx_ep_send_raw_locked(ep, p, &fr, &v, 1, len, &m);
   if (rc) {
     free(rv->iov);
     free(rv);
@@ -208,6 +214,9 @@ int nx_rndv_read_locked(nx_ep *ep, nx_msg *m, nx_recv *r) {
     nx_bulk_pull_locked(ep, m, r, get64(m->buf));
     return 0;
   }
+  /* a copy of up to NX_RNDV_INLINE_MAX takes tens of microseconds: cheaper
+   * here than the hand-off to a worker and back */
+  if (m->f.length <= NX_RNDV_INLINE_MAX) return do_read(ep, m, r, 1);
   read_job *j = nx_calloc(1, sizeof *j);
   if (j) {
     j->ep = ep, j->m = m, j->r = r;
