@@ -602,8 +602,7 @@ static void errors_rank(tctx *t) {
   T_CHECK(t, rc == NEXAR_ERR_MISMATCH, "counts 1 vs 2: rc %d (%s)", rc, nexar_last_error());
   expect_ok_after(t);
   rc = r == n - 1 ? nexar_barrier(c) : nexar_all_reduce(c, buf, 4, NEXAR_F32, NEXAR_SUM);
-  T_CHECK(t, rc == NEXAR_ERR_MISMATCH, "all_reduce vs barrier: rc %d (%s)", rc,
-          nexar_last_error());
+  T_CHECK(t, rc == NEXAR_ERR_MISMATCH, "all_reduce vs barrier: rc %d (%s)", rc, nexar_last_error());
   expect_ok_after(t);
 
   /* Different ops (sum vs max). */
