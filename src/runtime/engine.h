@@ -307,6 +307,10 @@ void nx_lane_hello_locked(nx_ep *ep, nx_peer *p, const uint8_t cookie[16]);
 /* 1 if the lane took the frame (the data is copied), 0 to use QUIC. */
 int nx_lane_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
                         size_t niov, uint64_t len);
+/* One lane datagram that the kernel says process pid sent: validated
+ * (header, source rank proven to be that process, length, kind) and handed
+ * to matching. 0, or -1 if it was dropped. (Separate for fuzzing.) */
+int nx_lane_deliver_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid);
 /* Drains the lane socket into matching. */
 void nx_lane_recv_locked(nx_ep *ep);
 

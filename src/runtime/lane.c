@@ -126,33 +126,31 @@ int nx_lane_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
   return 1;
 }
 
-/* The same-host peer whose process sent it, by the kernel's word. */
-static nx_peer *sender(nx_ep *ep, const struct msghdr *mh, uint32_t rank) {
+/* The pid the kernel stamped on a datagram (SCM_CREDENTIALS), or -1. */
+static pid_t sender_pid(const struct msghdr *mh) {
   for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR((struct msghdr *)mh, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_CREDENTIALS) continue;
     struct ucred u;
     memcpy(&u, CMSG_DATA(c), sizeof u);
-    if (rank >= ep->world || rank == ep->rank) return NULL;
-    nx_peer *p = &ep->peers[rank];
-    return p->lane_known && p->same_host && p->shm_pid == u.pid && p->state == NX_PEER_UP ? p
-                                                                                          : NULL;
+    return u.pid;
   }
-  return NULL;
+  return -1;
 }
 
-static void on_dgram(nx_ep *ep, struct mmsghdr *h, const uint8_t *d) {
-  size_t n = h->msg_len;
+int nx_lane_deliver_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid) {
   nx_frame f;
-  nx_peer *p;
+  nx_peer *p = NULL;
   uint64_t wire = 0; /* payload bytes: a rendezvous carries its descriptor */
-  if (n < NX_FRAME_HDR_LEN || (h->msg_hdr.msg_flags & MSG_TRUNC) ||
-      nx_frame_decode(d, NX_FRAME_HDR_LEN, &f) || !(p = sender(ep, &h->msg_hdr, f.src)) ||
-      (wire = (f.flags & NX_FLAG_RNDV) ? (uint64_t)f.status : f.length) != n - NX_FRAME_HDR_LEN ||
+  if (n < NX_FRAME_HDR_LEN || nx_frame_decode(d, NX_FRAME_HDR_LEN, &f) || f.src >= ep->world ||
+      f.src == ep->rank)
+    return -1;
+  p = &ep->peers[f.src]; /* the source rank's process, by the kernel's word */
+  if (!p->lane_known || !p->same_host || p->shm_pid != pid || p->state != NX_PEER_UP) return -1;
+  wire = (f.flags & NX_FLAG_RNDV) ? (uint64_t)f.status : f.length;
+  if (wire != n - NX_FRAME_HDR_LEN ||
       (f.kind != NX_KIND_COLL &&
-       !((f.kind == NX_KIND_LANE || f.kind == NX_KIND_RNDV_DONE) && f.length == 0))) {
-    ep->dropped_datagrams++; /* not from a proven peer, or malformed: ignored */
-    return;
-  }
+       !((f.kind == NX_KIND_LANE || f.kind == NX_KIND_RNDV_DONE) && f.length == 0)))
+    return -1;
   p->last_heard_ns = nx_now_ns();
   if (f.kind == NX_KIND_LANE) {
     if (f.status == LANE_PONG) {
@@ -162,7 +160,7 @@ static void on_dgram(nx_ep *ep, struct mmsghdr *h, const uint8_t *d) {
       ping(ep, p, LANE_PONG);
       if (!p->lane_ok) ping(ep, p, LANE_PING); /* ours may have come too early */
     }
-    return;
+    return 0;
   }
   if (!(f.flags & NX_FLAG_RNDV)) {
     p->st.messages_received++;
@@ -171,6 +169,13 @@ static void on_dgram(nx_ep *ep, struct mmsghdr *h, const uint8_t *d) {
   nexar_iovec v = {(void *)(d + NX_FRAME_HDR_LEN), (size_t)wire};
   if (nx_deliver_complete(ep, p, &f, &v, 1))
     NX_WARN("lane frame from rank %u dropped: %s", p->rank, nexar_last_error());
+  return 0;
+}
+
+static void on_dgram(nx_ep *ep, struct mmsghdr *h, const uint8_t *d) {
+  if ((h->msg_hdr.msg_flags & MSG_TRUNC) ||
+      nx_lane_deliver_locked(ep, d, h->msg_len, sender_pid(&h->msg_hdr)))
+    ep->dropped_datagrams++; /* not from a proven peer, or malformed: ignored */
 }
 
 static void lane_drain(nx_ep *ep, struct nx_lane_rx *rx);
