@@ -481,6 +481,19 @@ static void conn_failed(nx_ep *ep, nx_qconn *qc, int code, const char *why) {
   if (qc->peer && qc->peer->qc == qc) nx_peer_dead_locked(ep, qc->peer, code, why);
 }
 
+/* Writes one CONNECTION_CLOSE packet straight to the socket. */
+static void write_close(nx_ep *ep, nx_qconn *qc, const ngtcp2_connection_close_error *ce) {
+  ngtcp2_path_storage ps;
+  ngtcp2_path_storage_zero(&ps);
+  uint8_t buf[1500];
+  ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, buf, sizeof buf, ce,
+                                                      nx_now_ns());
+  if (n > 0) {
+    size_t l = (size_t)n;
+    nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, buf, &l, 1);
+  }
+}
+
 void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen, uint8_t *pkt,
                          size_t len) {
   ngtcp2_version_cid vc;
@@ -545,18 +558,10 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
     }
     if (rv != NGTCP2_ERR_DRAINING && rv != NGTCP2_ERR_CLOSING) {
       /* tell the peer why, so it fails fast too */
-      ngtcp2_path_storage ps;
-      ngtcp2_path_storage_zero(&ps);
       ngtcp2_connection_close_error ce;
       ngtcp2_connection_close_error_set_transport_error_liberr(&ce, rv, (uint8_t *)why,
                                                                strlen(why));
-      uint8_t buf[1500];
-      ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, buf, sizeof buf,
-                                                          &ce, nx_now_ns());
-      if (n > 0) {
-        size_t l = (size_t)n;
-        nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, buf, &l, 1);
-      }
+      write_close(ep, qc, &ce);
     }
     conn_failed(ep, qc, code, why);
     return;
@@ -870,18 +875,10 @@ void nx_qconn_extend(nx_qconn *qc, int64_t sid, uint64_t n, uint64_t boost) {
  * connection can still send one) straight to the socket. */
 static void send_close(nx_ep *ep, nx_qconn *qc, uint64_t code, const char *reason) {
   if (qc->dead || !qc->conn) return;
-  ngtcp2_path_storage ps;
-  ngtcp2_path_storage_zero(&ps);
   ngtcp2_connection_close_error ce;
   size_t rl = reason ? NX_MIN(strlen(reason), 120) : 0;
   ngtcp2_connection_close_error_set_application_error(&ce, code, (const uint8_t *)reason, rl);
-  uint8_t buf[1500];
-  ngtcp2_ssize n = ngtcp2_conn_write_connection_close(qc->conn, &ps.path, NULL, buf, sizeof buf,
-                                                      &ce, nx_now_ns());
-  if (n > 0) {
-    size_t l = (size_t)n;
-    nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, buf, &l, 1);
-  }
+  write_close(ep, qc, &ce);
 }
 
 void nx_qconn_abandon(nx_qconn *qc, const char *why) {
