@@ -382,7 +382,6 @@ int nx_bulk_start(nx_ep *ep) {
 
 void nx_bulk_on_hello_locked(nx_ep *ep, nx_peer *p, uint16_t port, const uint8_t key[32]) {
   if (!port || ep->bulk_lfd < 0 || ep->bulk_stop || p->bulk || p->rank < ep->rank) return;
-  if (p->same_host && !ep->bulk_tcp_local) return; /* memory is faster than any socket */
   nx_tcp *t = nx_tcp_open(p->addr.ss_family);
   nx_bulk *b = t ? new_stream_locked(ep, t) : NULL;
   if (!b) {

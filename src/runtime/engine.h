@@ -209,6 +209,7 @@ struct nx_ep {
   uint8_t shm_cookie[16]; /* a peer reads it to prove it can read our memory */
   int lane_fd;            /* same-host lane socket (lane.c), -1 if none */
   struct nx_lane_rx *lane_rx;
+  int lane_live; /* a same-host peer's hello arrived: the lane is read */
   /* inter-host bulk path (bulk.c) */
   int bulk_lfd;
   uint16_t bulk_port;

@@ -108,9 +108,10 @@ static void ping(nx_ep *ep, nx_peer *p, int kind) {
 }
 
 void nx_lane_hello_locked(nx_ep *ep, nx_peer *p, const uint8_t cookie[16]) {
-  if (ep->lane_fd < 0 || ep->bulk_tcp_local) return;
+  if (ep->lane_fd < 0) return;
   p->lane_addrlen = lane_name(&p->lane_addr, cookie);
   p->lane_known = 1;
+  ep->lane_live = 1; /* from now on progress passes read the lane */
   ping(ep, p, LANE_PING);
 }
 
@@ -182,7 +183,9 @@ static void lane_drain(nx_ep *ep, struct nx_lane_rx *rx);
 
 void nx_lane_recv_locked(nx_ep *ep) {
   struct nx_lane_rx *rx = ep->lane_rx;
-  if (ep->lane_fd < 0 || rx->busy) return; /* rx buffers in use up the stack */
+  /* no same-host peer (yet): no recvmmsg per progress pass; a busy rx means
+   * its buffers are in use up the stack */
+  if (ep->lane_fd < 0 || !ep->lane_live || rx->busy) return;
   rx->busy = 1;
   lane_drain(ep, rx);
   rx->busy = 0;

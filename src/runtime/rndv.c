@@ -62,6 +62,21 @@ void nx_rndv_hello_locked(nx_ep *ep, nx_peer *p) {
   control(ep, p, NX_KIND_SHM_HELLO, 0, 0, b, sizeof b);
 }
 
+/* The part of in[n] after its first skip bytes, as out[] (at most n entries). */
+static size_t iov_tail(struct iovec *out, const struct iovec *in, size_t n, size_t skip) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (skip >= in[i].iov_len) {
+      skip -= in[i].iov_len;
+      continue;
+    }
+    out[k].iov_base = (uint8_t *)in[i].iov_base + skip;
+    out[k++].iov_len = in[i].iov_len - skip;
+    skip = 0;
+  }
+  return k;
+}
+
 static int read_remote(pid_t pid, const struct iovec *local, size_t nl, const struct iovec *remote,
                        size_t nr, size_t total) {
   if (pid == getpid()) { /* ranks as threads: a plain copy */
@@ -82,27 +97,8 @@ static int read_remote(pid_t pid, const struct iovec *local, size_t nl, const st
   }
   size_t done = 0;
   while (done < total) { /* partial reads continue where they stopped */
-    struct iovec l[NX_RNDV_MAX_IOV * 2], r[NX_RNDV_MAX_IOV];
-    size_t nl2 = 0, nr2 = 0, skip = done;
-    for (size_t i = 0; i < nl && nl2 < sizeof l / sizeof *l; i++) {
-      if (skip >= local[i].iov_len) {
-        skip -= local[i].iov_len;
-        continue;
-      }
-      l[nl2].iov_base = (uint8_t *)local[i].iov_base + skip;
-      l[nl2++].iov_len = local[i].iov_len - skip;
-      skip = 0;
-    }
-    skip = done;
-    for (size_t i = 0; i < nr; i++) {
-      if (skip >= remote[i].iov_len) {
-        skip -= remote[i].iov_len;
-        continue;
-      }
-      r[nr2].iov_base = (uint8_t *)remote[i].iov_base + skip;
-      r[nr2++].iov_len = remote[i].iov_len - skip;
-      skip = 0;
-    }
+    struct iovec l[NX_RNDV_MAX_IOV], r[NX_RNDV_MAX_IOV];
+    size_t nl2 = iov_tail(l, local, nl, done), nr2 = iov_tail(r, remote, nr, done);
     ssize_t n = process_vm_readv(pid, l, nl2, r, nr2, 0);
     if (n <= 0) return -1;
     done += (size_t)n;
@@ -354,9 +350,15 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
       NX_DEBUG("rank %u is %son this host", p->rank, same ? "" : "not ");
       p->same_host = same;
       p->shm_pid = pid;
-      if (same && !ep->bulk_tcp_local) control(ep, p, NX_KIND_SHM_OK, 0, 0, NULL, 0);
-      if (same) nx_lane_hello_locked(ep, p, m->buf + 16);
-      nx_bulk_on_hello_locked(ep, p, (uint16_t)get64(m->buf + 32), m->buf + 40);
+      /* the one place the paths are chosen: memory and the lane on this host
+       * (unless NEXAR_BULK_TCP_LOCAL asks to behave as separate hosts), the
+       * bulk TCP stream otherwise */
+      if (same && !ep->bulk_tcp_local) {
+        control(ep, p, NX_KIND_SHM_OK, 0, 0, NULL, 0);
+        nx_lane_hello_locked(ep, p, m->buf + 16);
+      } else {
+        nx_bulk_on_hello_locked(ep, p, (uint16_t)get64(m->buf + 32), m->buf + 40);
+      }
     }
     break;
   case NX_KIND_SHM_OK:

@@ -30,8 +30,8 @@ void nx_rndv_answer_locked(nx_ep *ep, nx_peer *p, uint64_t id, int32_t status);
 int nx_bulk_start(nx_ep *ep);
 /* Stops the listener and every stream, joining their threads (no lock held). */
 void nx_bulk_stop(nx_ep *ep);
-/* The peer's hello arrived: port and the secret it expects from us; dial it
- * if we are the lower rank and it is on another host. */
+/* The hello of a peer on another host arrived: port and the secret it
+ * expects from us; dial it if we are the lower rank. */
 void nx_bulk_on_hello_locked(nx_ep *ep, nx_peer *p, uint16_t port, const uint8_t secret[32]);
 /* A matched descriptor of a TCP rendezvous: ask the sender for the bytes;
  * the receive completes when they arrived. m is freed then. */

@@ -12,16 +12,7 @@
 set -u
 . "$(dirname "$0")/netns_lib.sh"
 SEED=$1 WORKER=$2 SECONDS_=${3:-60}
-P=nxc$$
-BR=${P}br
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  nx_netns_down
-  rm -f /tmp/$P.*
-}
-trap cleanup EXIT
-nx_netns_up "$P" 10.79.0
+nx_netns_session nxc$$ 10.79.0
 ip netns exec ${P}h2 nft -f - <<NFT || { echo "FAIL: nft"; exit 1; }
 table inet nxchaos {
   chain in {

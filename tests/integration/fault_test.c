@@ -34,6 +34,8 @@
  */
 #include <nexar/nexar.h>
 
+#include "codes.h"
+
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -75,21 +77,6 @@ static void check(int ok, const char *scenario, const char *fmt, ...) {
   printf("%s %s: %s\n", ok ? "ok  " : "FAIL", scenario, msg);
   fflush(stdout);
   if (!ok) atomic_fetch_add(&g_failures, 1);
-}
-
-static const char *code_name(int rc) {
-  switch (rc) {
-  case 0:
-    return "OK";
-  case NEXAR_ERR_TIMEOUT:
-    return "TIMEOUT";
-  case NEXAR_ERR_PEER_LOST:
-    return "PEER_LOST";
-  case NEXAR_ERR_ABORTED:
-    return "ABORTED";
-  default:
-    return nexar_strerror(rc);
-  }
 }
 
 static nexar_config fault_config(void) {

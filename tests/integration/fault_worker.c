@@ -34,6 +34,8 @@
  */
 #include <nexar/nexar.h>
 
+#include "codes.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -43,7 +45,6 @@
 #include <unistd.h>
 
 #define MAX_WORLD 64
-#define P2P_BYTES (s->p2p_bytes) /* 4096, or 4 x --count when given */
 #define P2P_TAG 4242u
 
 static double mono_ms(void) {
@@ -56,25 +57,6 @@ static long long unix_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static const char *code_name(int rc) {
-  switch (rc) {
-  case 0:
-    return "OK";
-  case NEXAR_ERR_TIMEOUT:
-    return "TIMEOUT";
-  case NEXAR_ERR_PEER_LOST:
-    return "PEER_LOST";
-  case NEXAR_ERR_ABORTED:
-    return "ABORTED";
-  case NEXAR_ERR_IO:
-    return "IO";
-  case NEXAR_ERR_PROTOCOL:
-    return "PROTOCOL";
-  default:
-    return "OTHER";
-  }
 }
 
 static int parse_u(const char *s, unsigned long max, unsigned long *out) {
@@ -112,8 +94,8 @@ typedef struct state {
   uint32_t rank, world, world_rank;
   int32_t *buf;
   uint8_t *sbuf, *rbuf; /* p2p: one block per peer */
-  size_t p2p_bytes;
-  int first_rc; /* p2p: the first request that failed, when, and why */
+  size_t p2p_bytes;     /* p2p message size: 4096, or 4 x --count when given */
+  int first_rc;         /* p2p: the first request that failed, when, and why */
   long long first_unix;
   double first_mono;
   char first_why[512];
@@ -169,15 +151,16 @@ static int round_once(state *s, uint64_t it) {
   int first = 0;
   for (uint32_t j = 0; j < n; j++) {
     if (j == r) continue;
-    int rc = nexar_recv_nb(s->c, s->rbuf + (size_t)j * P2P_BYTES, P2P_BYTES, j, P2P_TAG, &rq[j]);
+    int rc =
+        nexar_recv_nb(s->c, s->rbuf + (size_t)j * s->p2p_bytes, s->p2p_bytes, j, P2P_TAG, &rq[j]);
     if (rc && !first) first = note_first(s, rc);
   }
   for (uint32_t j = 0; j < n; j++) {
     if (j == r) continue;
-    uint8_t *b = s->sbuf + (size_t)j * P2P_BYTES;
-    for (size_t i = 0; i < P2P_BYTES; i++)
+    uint8_t *b = s->sbuf + (size_t)j * s->p2p_bytes;
+    for (size_t i = 0; i < s->p2p_bytes; i++)
       b[i] = (uint8_t)(r * 31 + j * 7 + i + it);
-    int rc = nexar_send_nb(s->c, b, P2P_BYTES, j, P2P_TAG, &rq[MAX_WORLD + j]);
+    int rc = nexar_send_nb(s->c, b, s->p2p_bytes, j, P2P_TAG, &rq[MAX_WORLD + j]);
     if (rc && !first) first = note_first(s, rc);
   }
   /* Finish each request as it completes, noting the first failure when it
@@ -206,8 +189,8 @@ static int round_once(state *s, uint64_t it) {
   if (rc) return rc;
   for (uint32_t j = 0; j < n; j++) {
     if (j == r) continue;
-    const uint8_t *b = s->rbuf + (size_t)j * P2P_BYTES;
-    for (size_t i = 0; i < P2P_BYTES; i++)
+    const uint8_t *b = s->rbuf + (size_t)j * s->p2p_bytes;
+    for (size_t i = 0; i < s->p2p_bytes; i++)
       if (b[i] != (uint8_t)(j * 31 + r * 7 + i + it)) {
         printf("rank %u: p2p #%llu byte %zu from rank %u wrong\n", s->world_rank,
                (unsigned long long)it, i, j);

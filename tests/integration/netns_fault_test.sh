@@ -12,16 +12,7 @@ set -u
 . "$(dirname "$0")/netns_lib.sh"
 SEED=$1 WORKER=$2
 BOUND_MS=${BOUND_MS:-2500}
-P=nxf$$
-BR=${P}br
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  nx_netns_down
-  rm -f /tmp/$P.*
-}
-trap cleanup EXIT
-nx_netns_up "$P" 10.78.0
+nx_netns_session nxf$$ 10.78.0
 export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 export NEXAR_HEARTBEAT_INTERVAL_MS=200 NEXAR_HEARTBEAT_TIMEOUT_MS=1000
 export NEXAR_COLLECTIVE_TIMEOUT_MS=20000 NEXAR_BARRIER_TIMEOUT_MS=20000

@@ -33,3 +33,12 @@ nx_netns_down() {
   ip netns del "$BR" 2>/dev/null
   return 0
 }
+
+# nx_netns_session <prefix> <subnet>: nx_netns_up, plus an EXIT trap that
+# kills every pid the caller adds to PIDS and removes the namespaces and the
+# /tmp/<prefix>.* scratch files.
+nx_netns_session() {
+  PIDS=()
+  trap 'for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; nx_netns_down; rm -f /tmp/$P.*' EXIT
+  nx_netns_up "$1" "$2"
+}
