@@ -38,7 +38,7 @@ typedef struct ring {
   char *slots;  /* win receive slots */
   size_t slot_elems;
   size_t *rs_soff, *ag_soff; /* first send index of each step */
-  nx_creq **rs_send, **ag_send;
+  nx_sid *rs_send, *ag_send;
 } ring;
 
 /* Receive tasks in order: (phase 0 = reduce-scatter, 1 = allgather; step s;
@@ -84,16 +84,16 @@ static void seg_of(const ring *g, uint32_t c, size_t jseg, size_t *off, size_t *
   nx_seg_range(chunk_len(g, c), g->seg, jseg, off, len);
 }
 
-static nx_creq **rs_req(const ring *g, uint32_t s, size_t jseg) {
+static nx_sid *rs_req(const ring *g, uint32_t s, size_t jseg) {
   size_t i = g->rs_soff[s] + jseg;
   return i < g->rs_soff[s + 1] ? &g->rs_send[i] : NULL;
 }
-static nx_creq **ag_req(const ring *g, uint32_t s, size_t jseg) {
+static nx_sid *ag_req(const ring *g, uint32_t s, size_t jseg) {
   size_t i = g->ag_soff[s] + jseg;
   return i < g->ag_soff[s + 1] ? &g->ag_send[i] : NULL;
 }
 
-static int ring_post(ring *g, const ring_it *it, nx_creq **out) {
+static int ring_post(ring *g, const ring_it *it, nx_sid *out) {
   uint32_t c = it_chunk(g, it);
   size_t off, len;
   seg_of(g, c, it->jseg, &off, &len);
@@ -103,7 +103,7 @@ static int ring_post(ring *g, const ring_it *it, nx_creq **out) {
   }
   /* Allgather lands in the user buffer: first make sure the reduce-scatter
    * send of the same region (same step, same segment) has left it. */
-  nx_creq **sq = rs_req(g, it->s, it->jseg);
+  nx_sid *sq = rs_req(g, it->s, it->jseg);
   int rc = sq ? nx_j_wait(g->j, sq) : 0;
   if (rc) return rc;
   char *dst = g->inplace + (chunk_off(g, c) + off) * g->es;
@@ -118,7 +118,7 @@ static int ring_process(ring *g, const ring_it *it) {
   size_t goff = (chunk_off(g, c) + off) * es;
   if (it->phase == 1) {
     if (s + 1 > n - 2) return 0;
-    nx_creq **q = ag_req(g, s + 1, it->jseg);
+    nx_sid *q = ag_req(g, s + 1, it->jseg);
     return nx_j_isend(j, g->next, n - 1 + s + 1, (uint32_t)it->jseg, g->inplace + goff, len * es,
                       q);
   }
@@ -130,14 +130,14 @@ static int ring_process(ring *g, const ring_it *it) {
     dst = g->out + off * es;
   } else {
     /* dbl[s%2] was last sent at step s-1 (holding step s-2's result). */
-    nx_creq **q = s >= 2 ? rs_req(g, s - 1, it->jseg) : NULL;
+    nx_sid *q = s >= 2 ? rs_req(g, s - 1, it->jseg) : NULL;
     int rc = q ? nx_j_wait(j, q) : 0;
     if (rc) return rc;
     dst = g->dbl[s % 2] + off * es;
   }
   /* acc = (partial from ranks c+1 .. r-1) op (mine): the same order on
    * whichever rank owns the chunk. */
-  nx_reduce3(dst, slot, g->in + goff, len, j->dt, j->op);
+  nx_j_reduce3(j, dst, slot, g->in + goff, len);
   if (s < n - 2)
     return nx_j_isend(j, g->next, s + 1, (uint32_t)it->jseg, dst, len * es,
                       rs_req(g, s + 1, it->jseg));
@@ -176,9 +176,9 @@ int nx_ring_run(nx_job *j, const void *in, void *inplace, void *out, size_t coun
   }
   g.rs_soff[n] = nrs;
   g.ag_soff[n] = nag;
-  nx_creq **reqs = nx_job_alloc(j, (nrs + nag) * sizeof(nx_creq *));
+  nx_sid *reqs = nx_job_alloc(j, (nrs + nag) * sizeof(nx_sid));
   if (!reqs) return NEXAR_ERR_NOMEM;
-  memset(reqs, 0, (nrs + nag) * sizeof(nx_creq *));
+  memset(reqs, 0, (nrs + nag) * sizeof(nx_sid));
   g.rs_send = reqs;
   g.ag_send = reqs + nrs;
 
@@ -202,7 +202,7 @@ int nx_ring_run(nx_job *j, const void *in, void *inplace, void *out, size_t coun
   /* Keep `win` receives posted ahead of the one being reduced, so the next
    * segments transfer while this one is reduced. */
   ring_it post = {0}, cur = {0};
-  nx_creq **pend = nx_job_alloc(j, g.win * sizeof(nx_creq *));
+  nx_sid *pend = nx_job_alloc(j, g.win * sizeof(nx_sid));
   if (!pend) return NEXAR_ERR_NOMEM;
   it_norm(&g, &post);
   it_norm(&g, &cur);
@@ -238,7 +238,7 @@ static int fold_in(nx_job *j, char *buf, char *tmp, size_t count, uint32_t p2) {
   if (r < ex) {
     int rc = nx_j_sendrecv(j, 0, NULL, 0, r + p2, tmp, bytes, 0, 0);
     if (rc) return rc;
-    nx_reduce3(buf, buf, tmp, count, j->dt, j->op);
+    nx_j_reduce3(j, buf, buf, tmp, count);
   }
   return 0;
 }
@@ -272,9 +272,9 @@ static int allreduce_recdbl(nx_job *j, char *buf, size_t count) {
       if (rc) return rc;
       /* Both partners evaluate (lower group) op (higher group). */
       if (r < partner)
-        nx_reduce3(buf, buf, tmp, count, j->dt, j->op);
+        nx_j_reduce3(j, buf, buf, tmp, count);
       else
-        nx_reduce3(buf, tmp, buf, count, j->dt, j->op);
+        nx_j_reduce3(j, buf, tmp, buf, count);
     }
   }
   return fold_out(j, buf, count, p2, 1 + L);
@@ -303,9 +303,9 @@ static int allreduce_halvdbl(nx_job *j, char *buf, size_t count) {
       if (rc) return rc;
       char *keep = buf + klo * es;
       if (r < partner)
-        nx_reduce3(keep, keep, tmp, khi - klo, j->dt, j->op);
+        nx_j_reduce3(j, keep, keep, tmp, khi - klo);
       else
-        nx_reduce3(keep, tmp, keep, khi - klo, j->dt, j->op);
+        nx_j_reduce3(j, keep, tmp, keep, khi - klo);
       lo[i + 1] = klo;
       hi[i + 1] = khi;
     }
@@ -367,7 +367,7 @@ int nx_run_bucketed(nx_job *j) {
   size_t off = 0;
   for (size_t i = 0; i < j->nbuckets; i++) {
     size_t b = j->buckets[i].count * j->es;
-    if (b) memcpy(flat + off, j->buckets[i].buf, b);
+    if (b) nx_j_copy(j, flat + off, j->buckets[i].buf, b);
     off += b;
   }
   int rc = nx_allreduce_buf(j, flat, j->count);
@@ -375,7 +375,7 @@ int nx_run_bucketed(nx_job *j) {
   off = 0;
   for (size_t i = 0; i < j->nbuckets; i++) {
     size_t b = j->buckets[i].count * j->es;
-    if (b) memcpy(j->buckets[i].buf, flat + off, b);
+    if (b) nx_j_copy(j, j->buckets[i].buf, flat + off, b);
     off += b;
   }
   return 0;

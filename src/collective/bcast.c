@@ -14,7 +14,7 @@ static int bcast_binomial(nx_job *j, char *buf, size_t bytes) {
     int rc = nx_j_sendrecv(j, 0, NULL, 0, (v - low + root) % n, buf, bytes, 0, 0);
     if (rc) return rc;
   }
-  nx_creq *q[32] = {0};
+  nx_sid q[32] = {0};
   size_t nq = 0;
   for (uint32_t m = low >> 1; m >= 1; m >>= 1) {
     if (v + m >= n) continue;
@@ -35,13 +35,13 @@ static int bcast_chain(nx_job *j, char *buf, size_t count) {
   unsigned win = p->window * 2;
   uint32_t prev = (v + n - 1 + root) % n, next = (v + 1 + root) % n;
   int last = v == n - 1;
-  nx_creq **sends = NULL, **recvs = NULL;
+  nx_sid *sends = NULL, *recvs = NULL;
   if (!last) {
-    sends = nx_job_alloc(j, nseg * sizeof(nx_creq *));
+    sends = nx_job_alloc(j, nseg * sizeof(nx_sid));
     if (!sends) return NEXAR_ERR_NOMEM;
   }
   if (v) {
-    recvs = nx_job_alloc(j, win * sizeof(nx_creq *));
+    recvs = nx_job_alloc(j, win * sizeof(nx_sid));
     if (!recvs) return NEXAR_ERR_NOMEM;
   }
   int rc = 0;

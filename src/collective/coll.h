@@ -1,13 +1,16 @@
-/* Internal to src/collective: one collective call (a job) and the schedules
- * that run it over the runtime port. A job is built and validated on the
- * calling thread, started there with nx_coll_begin (which fixes its place in
- * the order), run on that thread (blocking) or a pool thread (_nb), and
- * finished with nx_coll_end. */
+/* Internal to src/collective: one collective call (a job) and the algorithms
+ * that build its schedule. A job is validated on the calling thread, started
+ * there with nx_coll_begin (which fixes its place in the order), its
+ * schedule built (proto/sched.h: steps as data, in the program order a
+ * blocking algorithm would follow) and then executed by run.c as messages
+ * complete, on whichever thread drives the engine; no collective, blocking
+ * or _nb, holds a thread of its own. */
 #ifndef NX_COLLECTIVE_COLL_H
 #define NX_COLLECTIVE_COLL_H
 
 #include "collective/algo.h"
 #include "collective/coll_port.h"
+#include "proto/sched.h"
 
 #define NX_JOB_SCRATCH 8
 
@@ -31,8 +34,9 @@ typedef struct nx_job {
   nexar_client **out;  /* split */
   nexar_request *req;  /* _nb */
   void *scratch[NX_JOB_SCRATCH];
-  uint8_t sink[8]; /* receive target of tokens (lives as long as the job) */
+  uint8_t sink[8];       /* receive target of tokens (lives as long as the job) */
   nx_algo_params params; /* defaults + the communicator's config */
+  nx_sched sched;        /* what the algorithm built */
 } nx_job;
 
 /* Scratch memory owned by the job, freed only after nx_coll_end (so a
@@ -41,21 +45,33 @@ typedef struct nx_job {
 void *nx_job_alloc(nx_job *j, size_t bytes);
 const char *nx_job_name(const nx_job *j);
 
-/* Messaging helpers: a zero-length message is never sent nor expected (both
- * sides compute the same length), and a SIZE_MISMATCH becomes MISMATCH. */
+/* Schedule builders, written like blocking code: a posted send or receive
+ * is a step; waiting for it orders every later step after it. A zero-length
+ * message is never sent nor expected (both sides compute the same length);
+ * a SIZE_MISMATCH becomes MISMATCH when it runs. They return 0 (running out
+ * of memory is reported when the schedule starts), so algorithms keep their
+ * error checks for the day a builder can fail. */
 int nx_j_isend(nx_job *j, uint32_t dest, uint32_t round, uint32_t seg, const void *p, size_t len,
-               nx_creq **out);
+               nx_sid *out);
 int nx_j_irecv(nx_job *j, uint32_t src, uint32_t round, uint32_t seg, void *p, size_t len,
-               nx_creq **out);
-/* Waits *r (NULL is done) and clears it. */
-int nx_j_wait(nx_job *j, nx_creq **r);
-int nx_j_waitall(nx_job *j, nx_creq **r, size_t n);
+               nx_sid *out);
+/* Every later step waits for *r (0: nothing); clears it. */
+int nx_j_wait(nx_job *j, nx_sid *r);
+int nx_j_waitall(nx_job *j, nx_sid *r, size_t n);
+/* Local steps on buffers (run when everything waited before is done). */
+void nx_j_reduce3(nx_job *j, void *dst, const void *a, const void *b, size_t count);
+void nx_j_reduce(nx_job *j, void *dst, const void *src, size_t count);
+void nx_j_copy(nx_job *j, void *dst, const void *src, size_t bytes);
+void nx_j_fill_identity(nx_job *j, void *dst, size_t count);
+/* Local work that reads received data: fn(j) once everything waited before
+ * is done; its error fails the collective. */
+void nx_j_call(nx_job *j, int (*fn)(void *job));
 /* Exchange: send to dest and receive from src (both optional), wait both. */
 int nx_j_sendrecv(nx_job *j, uint32_t dest, const void *sp, size_t slen, uint32_t src, void *rp,
                   size_t rlen, uint32_t round, uint32_t seg);
 
-/* Schedules: each returns 0 or an error (with the thread's error text set),
- * leaving unfinished requests to nx_coll_end. */
+/* Algorithms: each builds its steps into j->sched and returns 0 or an
+ * error (with the thread's error text set). */
 int nx_sync(nx_job *j, uint32_t round0); /* dissemination, 1-byte tokens */
 int nx_run_barrier(nx_job *j);
 int nx_allreduce_buf(nx_job *j, void *buf, size_t count);
@@ -80,4 +96,17 @@ int nx_run_split(nx_job *j);
 int nx_ring_run(nx_job *j, const void *in, void *inplace, void *out, size_t count, size_t seg_elems,
                 unsigned window);
 
+/* run.c: a job's life outside its call. nx_run_new copies j (with its
+ * buckets) into a run with a pending request; after nx_coll_begin on it,
+ * either nx_run_start (builds, starts and first advances the schedule;
+ * returns the request that completes when the collective ends) or, for a
+ * call refused after it began, nx_run_end_now then nx_run_discard. */
+int nx_run_new(const nx_job *j, nx_job **out);
+nexar_request *nx_run_start(nx_job *j);
+int nx_run_end_now(nx_job *j, int rc);
+void nx_run_discard(nx_job *j);
+
+/* Builds the whole schedule of a started (or simulated) job: the mismatch
+ * token or synchronisation of coll_api.c around the algorithm. */
+int nx_job_build(nx_job *j);
 #endif

@@ -1,5 +1,5 @@
-/* Public collective functions: argument validation, then the same job run
- * on the calling thread (blocking) or on a pool thread (_nb). Validation
+/* Public collective functions: argument validation, then the job's schedule
+ * posted (run.c) and, for a blocking call, waited for. Validation
  * happens before anything is sent; a rejected call still starts and ends its
  * collective, so it takes its place in the order and the peers learn of it. */
 #include "collective/coll.h"
@@ -215,7 +215,7 @@ static int first_send_to_next(const nx_job *j, uint32_t r) {
   return a == NX_AR_RECDBL && (r & 1u) == 0;
 }
 
-static int run_job(nx_job *j) {
+int nx_job_build(nx_job *j) {
   uint32_t n = j->world, r = j->rank;
   if (n == 1 || j->kind == NX_COLL_BARRIER) return run_algo(j);
   if (partial_dependency(j->kind)) {
@@ -223,7 +223,7 @@ static int run_job(nx_job *j) {
     return rc ? rc : run_algo(j);
   }
   static const uint8_t token = 1;
-  nx_creq *q[2] = {NULL, NULL};
+  nx_sid q[2] = {0, 0};
   int rc = 0;
   if (!first_send_to_next(j, (r + n - 1) % n))
     rc = nx_j_irecv(j, (r + n - 1) % n, NX_ROUND_TOKEN, 0, &j->sink[4], 1, &q[0]);
@@ -234,58 +234,9 @@ static int run_job(nx_job *j) {
   return rc;
 }
 
-/* Ends the collective (reporting rc to the peers), then frees the scratch:
- * only nx_coll_end guarantees no receive still targets it. */
-static int finish(nx_job *j, int rc) {
-  rc = nx_coll_end(j->k, rc);
-  j->k = NULL;
-  for (size_t i = 0; i < NX_JOB_SCRATCH; i++) {
-    free(j->scratch[i]);
-    j->scratch[i] = NULL;
-  }
-  if (rc && j->kind == NX_COLL_SPLIT && j->out) *j->out = NULL;
-  return rc;
-}
-
-static void nb_main(void *arg) {
-  nx_job *j = arg;
-  int rc = finish(j, run_job(j));
-  nexar_request *req = j->req;
-  free(j->bucket_copy);
-  free(j);
-  nx_req_complete(req, rc, rc ? nexar_last_error() : NULL);
-}
-
-static void nb_free(nx_job *h) {
-  nx_req_free(h->req); /* never handed out */
-  free(h->bucket_copy);
-  free(h);
-}
-
-/* The _nb job outlives the call: a heap copy with its own bucket array. */
-static nx_job *nb_copy(const nx_job *j) {
-  nx_job *h = calloc(1, sizeof *h);
-  if (!h) return NULL;
-  *h = *j;
-  if (j->nbuckets) {
-    h->bucket_copy = calloc(j->nbuckets, sizeof(nexar_bucket));
-    if (!h->bucket_copy) {
-      free(h);
-      return NULL;
-    }
-    memcpy(h->bucket_copy, j->buckets, j->nbuckets * sizeof(nexar_bucket));
-    h->buckets = h->bucket_copy;
-  }
-  h->req = nx_req_new();
-  if (!h->req) {
-    nb_free(h);
-    return NULL;
-  }
-  return h;
-}
-
-/* Validates, starts (fixing the order on this thread), then runs here or
- * submits to the pool. */
+/* Validates, starts (fixing the order on this thread) and posts the
+ * schedule; a blocking call then waits for it here (driving the engine,
+ * and so the schedule, on this thread). */
 static int coll_call(nx_job *j, int nb, nexar_request **req) {
   const char *name = nx_job_name(j);
   if (nb && req) *req = NULL;
@@ -293,8 +244,8 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
   if (!j->c) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: client is NULL", name);
   int vrc = validate(j, nexar_rank(j->c), nexar_world_size(j->c));
   if (!vrc && nb && !req) vrc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: req is NULL", name);
-  nx_job *h = NULL;
-  if (!vrc && nb && !(h = nb_copy(j)))
+  nx_job *run = NULL;
+  if (!vrc && nx_run_new(j, &run))
     vrc = nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory for the request", name);
   nx_coll_sig sig = {
       .op = (uint8_t)j->kind,
@@ -303,34 +254,33 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
       .root = has_root(j->kind) ? j->root : 0,
       .count = j->kind == NX_COLL_SPLIT ? 1 : (uint64_t)j->count,
   };
-  nx_job *run = h ? h : j;
-  int rc = nx_coll_begin(j->c, &sig, &run->k);
+  nx_job *at = run ? run : j; /* a refused call still takes its place */
+  int rc = nx_coll_begin(j->c, &sig, &at->k);
   if (rc) {
-    if (h) nb_free(h);
+    if (run) nx_run_discard(run);
     return rc;
   }
-  run->rank = nx_coll_rank(run->k);
-  run->world = nx_coll_size(run->k);
-  nx_algo_params_from_config(&run->params, nx_coll_config(run->k));
+  at->rank = nx_coll_rank(at->k);
+  at->world = nx_coll_size(at->k);
+  nx_algo_params_from_config(&at->params, nx_coll_config(at->k));
   if (vrc) {
     /* Our own argument error is this caller's answer, even when a peer's
      * failure of the same collective reached the port first. */
     char why[512];
     snprintf(why, sizeof why, "%s", nexar_last_error());
-    finish(run, vrc);
+    nx_run_end_now(at, vrc);
+    if (run) nx_run_discard(run);
     nx_set_error_text(why);
     return vrc;
   }
-  if (!nb) return finish(run, run_job(run));
-  nexar_request *r = h->req;
-  rc = nx_pool_submit(nb_main, h);
-  if (rc) {
-    rc = finish(h, rc);
-    nb_free(h);
-    return rc;
+  nexar_request *r = nx_run_start(run);
+  if (nb) {
+    *req = r;
+    return 0;
   }
-  *req = r;
-  return 0;
+  rc = nx_req_wait(r);
+  nx_req_free(r);
+  return rc;
 }
 
 /* ------------------------------------------------------ public functions */

@@ -58,6 +58,19 @@ int nx_coll_isend(nx_coll *k, uint32_t dest, uint32_t round, uint32_t seg, const
 /* Non-blocking receive of exactly len bytes from comm rank src, keyed (round, seg). */
 int nx_coll_irecv(nx_coll *k, uint32_t src, uint32_t round, uint32_t seg, void *buf, size_t len,
                   nx_creq **out);
+/* Every request k makes from now on calls fn(arg) once it completes (from
+ * whichever thread completes it, possibly under engine locks: fn must only
+ * queue work). Set before the first send or receive. */
+void nx_coll_watch(nx_coll *k, void (*fn)(void *arg), void *arg);
+/* Without waiting: if r is finished, frees it, stores its result in *rc
+ * (with the thread's error text set, as nx_coll_wait would) and returns 1;
+ * otherwise applies the no-progress limit at time now (a timeout fails the
+ * whole collective), lowers *wake to r's deadline and returns 0. */
+int nx_coll_reap(nx_coll *k, nx_creq *r, uint64_t now, uint64_t *wake, int *rc);
+/* The collective failed here with rc (the thread's error text says why):
+ * its outstanding requests are given up now; they still finish (reap them)
+ * before nx_coll_end. */
+void nx_coll_fail(nx_coll *k, int rc);
 /* Waits for r and frees it. 0, or TIMEOUT (no progress for the collective
  * timeout, message names the peer), PEER_LOST, MISMATCH, ABORTED,
  * SIZE_MISMATCH (treated as MISMATCH by callers). */
@@ -75,8 +88,5 @@ int nx_coll_end(nx_coll *k, int rc);
  * and the split's sequence number and color). */
 int nx_comm_derive(nexar_client *parent, uint64_t comm_id, const uint32_t *members, uint32_t n,
                    nexar_client **out);
-
-/* Runs fn(arg) on a library worker thread (for _nb collectives). */
-int nx_pool_submit(void (*fn)(void *arg), void *arg);
 
 #endif

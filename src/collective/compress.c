@@ -39,10 +39,14 @@ void nexar_compressor_del(nexar_compressor *c) {
 /* Element i as a double (exact for every float type). */
 static double get(const void *p, size_t i, nexar_dtype dt) {
   switch (dt) {
-  case NEXAR_F32: return ((const float *)p)[i];
-  case NEXAR_F64: return ((const double *)p)[i];
-  case NEXAR_F16: return nx_f16_to_f32(((const uint16_t *)p)[i]);
-  default: return nx_bf16_to_f32(((const uint16_t *)p)[i]);
+  case NEXAR_F32:
+    return ((const float *)p)[i];
+  case NEXAR_F64:
+    return ((const double *)p)[i];
+  case NEXAR_F16:
+    return nx_f16_to_f32(((const uint16_t *)p)[i]);
+  default:
+    return nx_bf16_to_f32(((const uint16_t *)p)[i]);
   }
 }
 
@@ -53,7 +57,10 @@ static uint64_t mix(uint64_t x) { /* splitmix64 */
   return x ^ (x >> 31);
 }
 
-typedef struct { double mag; uint32_t idx; } cand;
+typedef struct {
+  double mag;
+  uint32_t idx;
+} cand;
 static int by_mag(const void *a, const void *b) { /* larger first, ties by index */
   const cand *x = a, *y = b;
   if (x->mag != y->mag) return x->mag < y->mag ? 1 : -1;
@@ -68,8 +75,8 @@ int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count, nexar_
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_compressed: NULL argument");
   if (!nx_dtype_valid(dt) || !nx_op_valid(op))
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_compressed: bad dtype or op");
-  if (op != NEXAR_SUM || (dt != NEXAR_F32 && dt != NEXAR_F64 && dt != NEXAR_F16 &&
-                          dt != NEXAR_BF16))
+  if (op != NEXAR_SUM ||
+      (dt != NEXAR_F32 && dt != NEXAR_F64 && dt != NEXAR_F16 && dt != NEXAR_BF16))
     return nx_fail(NEXAR_ERR_UNSUPPORTED, "all_reduce_compressed: needs sum over a float type");
   if (count > UINT32_MAX)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_compressed: count above 2^32");
@@ -79,8 +86,10 @@ int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count, nexar_
   size_t rec = 4 + es, chunk = k * rec;
   size_t limit = c->cfg.compressed_allreduce_max_bytes;
   if (limit && (chunk * n > limit || count * es > limit))
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_compressed: %zu bytes exceed "
-                   "compressed_allreduce_max_bytes (%zu)", chunk * n, limit);
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "all_reduce_compressed: %zu bytes exceed "
+                   "compressed_allreduce_max_bytes (%zu)",
+                   chunk * n, limit);
   size_t total = chunk * n, dense = count * es;
   uint8_t *mine = malloc(chunk ? chunk : 1), *all = malloc(total ? total : 1);
   void *acc = malloc(dense ? dense : 1);
@@ -117,12 +126,10 @@ int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count, nexar_
         uint32_t idx;
         memcpy(&idx, all + (r * k + j) * rec, 4);
         if (idx >= count) {
-          rc = nx_fail(NEXAR_ERR_PROTOCOL, "all_reduce_compressed: rank %zu sent index %u", r,
-                       idx);
+          rc = nx_fail(NEXAR_ERR_PROTOCOL, "all_reduce_compressed: rank %zu sent index %u", r, idx);
           break;
         }
-        nx_reduce((uint8_t *)buf + (size_t)idx * es, all + (r * k + j) * rec + 4, 1, dt,
-                  NEXAR_SUM);
+        nx_reduce((uint8_t *)buf + (size_t)idx * es, all + (r * k + j) * rec + 4, 1, dt, NEXAR_SUM);
       }
   }
   free(mine), free(all), free(acc), free(cands);

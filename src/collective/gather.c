@@ -39,10 +39,10 @@ static int allgather_ring(nx_job *j, char *recv, size_t count, size_t es) {
                      ? nx_seg_elems(p->segment_bytes, es)
                      : count;
   size_t nseg = nx_seg_count(count, segel), steps = n - 1;
-  nx_creq **rq = nx_job_alloc(j, 2 * steps * nseg * sizeof(nx_creq *));
+  nx_sid *rq = nx_job_alloc(j, 2 * steps * nseg * sizeof(nx_sid));
   if (!rq) return NEXAR_ERR_NOMEM;
-  nx_creq **sq = rq + steps * nseg;
-  memset(rq, 0, 2 * steps * nseg * sizeof(nx_creq *));
+  nx_sid *sq = rq + steps * nseg;
+  memset(rq, 0, 2 * steps * nseg * sizeof(nx_sid));
   int rc = 0;
   for (uint32_t s = 0; !rc && s < steps; s++) {
     size_t b = ((size_t)r + 2 * (size_t)n - s - 1) % n;
@@ -71,7 +71,7 @@ static int allgather_ring(nx_job *j, char *recv, size_t count, size_t es) {
 int nx_allgather_raw(nx_job *j, const void *send, void *recv, size_t count, size_t es) {
   size_t blk = count * es;
   char *own = (char *)recv + (size_t)j->rank * blk;
-  if (blk && own != send) memcpy(own, send, blk);
+  if (blk && own != send) nx_j_copy(j, own, send, blk);
   switch (nx_algo_allgather(count, es, j->world, &j->params)) {
   case NX_AG_NONE:
     return j->world > 1 ? nx_sync(j, 0) : 0;
@@ -106,8 +106,8 @@ static int gather_binomial(nx_job *j, size_t blk) {
    * collects straight into recv. */
   char *buf = (v == 0 && root == 0) ? j->recv : nx_job_alloc(j, (size_t)size * blk);
   if (!buf) return NEXAR_ERR_NOMEM;
-  if (buf != j->send) memcpy(buf, j->send, blk);
-  nx_creq *q[32] = {0};
+  if (buf != j->send) nx_j_copy(j, buf, j->send, blk);
+  nx_sid q[32] = {0};
   size_t nq = 0;
   for (uint32_t m = 1; m < low && v + m < n; m <<= 1) {
     size_t cnt = NX_MIN(m, n - v - m);
@@ -120,8 +120,8 @@ static int gather_binomial(nx_job *j, size_t blk) {
   if (v) return nx_j_sendrecv(j, (v - low + root) % n, buf, size * blk, 0, NULL, 0, log2u(low), 0);
   if (root) { /* virtual block i belongs to rank (i + root) mod n */
     char *recv = j->recv;
-    memcpy(recv + (size_t)root * blk, buf, (size_t)(n - root) * blk);
-    memcpy(recv, buf + (size_t)(n - root) * blk, (size_t)root * blk);
+    nx_j_copy(j, recv + (size_t)root * blk, buf, (size_t)(n - root) * blk);
+    nx_j_copy(j, recv, buf + (size_t)(n - root) * blk, (size_t)root * blk);
   }
   return 0;
 }
@@ -130,11 +130,11 @@ static int gather_direct(nx_job *j, size_t blk) {
   uint32_t n = j->world, r = j->rank;
   if (r != j->root) return nx_j_sendrecv(j, j->root, j->send, blk, 0, NULL, 0, 0, 0);
   char *recv = j->recv;
-  if (recv + (size_t)r * blk != j->send) memcpy(recv + (size_t)r * blk, j->send, blk);
-  nx_creq **q = nx_job_alloc(j, n * sizeof(nx_creq *));
+  if (recv + (size_t)r * blk != j->send) nx_j_copy(j, recv + (size_t)r * blk, j->send, blk);
+  nx_sid *q = nx_job_alloc(j, n * sizeof(nx_sid));
   if (!q) return NEXAR_ERR_NOMEM;
   for (uint32_t i = 0; i < n; i++) {
-    q[i] = NULL;
+    q[i] = 0;
     int rc = i == r ? 0 : nx_j_irecv(j, i, 0, 0, recv + (size_t)i * blk, blk, &q[i]);
     if (rc) return rc;
   }
@@ -145,7 +145,7 @@ int nx_run_gather(nx_job *j) {
   size_t blk = j->count * j->es;
   switch (nx_algo_gather(j->count, j->es, j->world, &j->params)) {
   case NX_GS_NONE:
-    if (j->world == 1 && blk && j->recv != j->send) memcpy(j->recv, j->send, blk);
+    if (j->world == 1 && blk && j->recv != j->send) nx_j_copy(j, j->recv, j->send, blk);
     return j->world > 1 ? nx_sync(j, 0) : 0;
   case NX_GS_BINOMIAL:
     return gather_binomial(j, blk);
@@ -168,15 +168,15 @@ static int scatter_binomial(nx_job *j, size_t blk) {
     if (!tmp) return NEXAR_ERR_NOMEM;
     if (v == 0) { /* rotate so virtual block i is rank (i + root)'s block */
       const char *send = j->send;
-      memcpy(tmp, send + (size_t)root * blk, (size_t)(n - root) * blk);
-      memcpy(tmp + (size_t)(n - root) * blk, send, (size_t)root * blk);
+      nx_j_copy(j, tmp, send + (size_t)root * blk, (size_t)(n - root) * blk);
+      nx_j_copy(j, tmp + (size_t)(n - root) * blk, send, (size_t)root * blk);
     } else {
       int rc = nx_j_sendrecv(j, 0, NULL, 0, (v - low + root) % n, tmp, size * blk, log2u(low), 0);
       if (rc) return rc;
     }
     buf = tmp;
   }
-  nx_creq *q[32] = {0};
+  nx_sid q[32] = {0};
   size_t nq = 0;
   for (uint32_t m = low >> 1; m >= 1; m >>= 1) {
     if (v + m >= n) continue;
@@ -185,7 +185,7 @@ static int scatter_binomial(nx_job *j, size_t blk) {
         nx_j_isend(j, (v + m + root) % n, log2u(m), 0, buf + (size_t)m * blk, cnt * blk, &q[nq++]);
     if (rc) return rc;
   }
-  if (j->recv != (const void *)buf) memcpy(j->recv, buf, blk);
+  if (j->recv != (const void *)buf) nx_j_copy(j, j->recv, buf, blk);
   return nx_j_waitall(j, q, nq);
 }
 
@@ -193,16 +193,16 @@ static int scatter_direct(nx_job *j, size_t blk) {
   uint32_t n = j->world, r = j->rank;
   if (r != j->root) return nx_j_sendrecv(j, 0, NULL, 0, j->root, j->recv, blk, 0, 0);
   const char *send = j->send;
-  nx_creq **q = nx_job_alloc(j, n * sizeof(nx_creq *));
+  nx_sid *q = nx_job_alloc(j, n * sizeof(nx_sid));
   if (!q) return NEXAR_ERR_NOMEM;
   for (uint32_t s = 1; s < n; s++) {
     uint32_t d = (r + s) % n;
-    q[s] = NULL;
+    q[s] = 0;
     int rc = nx_j_isend(j, d, 0, 0, send + (size_t)d * blk, blk, &q[s]);
     if (rc) return rc;
   }
-  q[0] = NULL;
-  if (send + (size_t)r * blk != j->recv) memcpy(j->recv, send + (size_t)r * blk, blk);
+  q[0] = 0;
+  if (send + (size_t)r * blk != j->recv) nx_j_copy(j, j->recv, send + (size_t)r * blk, blk);
   return nx_j_waitall(j, q, n);
 }
 
@@ -210,7 +210,7 @@ int nx_run_scatter(nx_job *j) {
   size_t blk = j->count * j->es;
   switch (nx_algo_gather(j->count, j->es, j->world, &j->params)) {
   case NX_GS_NONE:
-    if (j->world == 1 && blk && j->recv != j->send) memcpy(j->recv, j->send, blk);
+    if (j->world == 1 && blk && j->recv != j->send) nx_j_copy(j, j->recv, j->send, blk);
     return j->world > 1 ? nx_sync(j, 0) : 0;
   case NX_GS_BINOMIAL:
     return scatter_binomial(j, blk);
@@ -229,12 +229,12 @@ int nx_run_alltoall(nx_job *j) {
   size_t blk = j->count * j->es;
   const char *send = j->send;
   char *recv = j->recv;
-  if (blk) memcpy(recv + (size_t)r * blk, send + (size_t)r * blk, blk);
+  if (blk) nx_j_copy(j, recv + (size_t)r * blk, send + (size_t)r * blk, blk);
   if (n == 1) return 0;
   if (blk == 0) return nx_sync(j, 0);
-  nx_creq **q = nx_job_alloc(j, 2 * (size_t)n * sizeof(nx_creq *));
+  nx_sid *q = nx_job_alloc(j, 2 * (size_t)n * sizeof(nx_sid));
   if (!q) return NEXAR_ERR_NOMEM;
-  memset(q, 0, 2 * (size_t)n * sizeof(nx_creq *));
+  memset(q, 0, 2 * (size_t)n * sizeof(nx_sid));
   for (uint32_t s = 1; s < n; s++) {
     uint32_t src = (r + n - s) % n;
     int rc = nx_j_irecv(j, src, 0, 0, recv + (size_t)src * blk, blk, &q[s]);

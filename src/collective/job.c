@@ -38,48 +38,52 @@ void *nx_job_alloc(nx_job *j, size_t bytes) {
   return NULL;
 }
 
-/* SIZE_MISMATCH from the port means the peer sent another length: a
- * mismatched collective (the port keeps the error text). */
-static int map_rc(int rc) {
-  return rc == NEXAR_ERR_SIZE_MISMATCH ? NEXAR_ERR_MISMATCH : rc;
-}
-
 int nx_j_isend(nx_job *j, uint32_t dest, uint32_t round, uint32_t seg, const void *p, size_t len,
-               nx_creq **out) {
-  *out = NULL;
-  if (len == 0) return 0;
-  return map_rc(nx_coll_isend(j->k, dest, round, seg, p, len, out));
+               nx_sid *out) {
+  *out = nx_sched_send(&j->sched, dest, round, seg, p, len);
+  return 0;
 }
 
 int nx_j_irecv(nx_job *j, uint32_t src, uint32_t round, uint32_t seg, void *p, size_t len,
-               nx_creq **out) {
-  *out = NULL;
-  if (len == 0) return 0;
-  return map_rc(nx_coll_irecv(j->k, src, round, seg, p, len, out));
+               nx_sid *out) {
+  *out = nx_sched_recv(&j->sched, src, round, seg, p, len);
+  return 0;
 }
 
-int nx_j_wait(nx_job *j, nx_creq **r) {
-  if (!*r) return 0;
-  nx_creq *q = *r;
-  *r = NULL;
-  return map_rc(nx_coll_wait(j->k, q));
+int nx_j_wait(nx_job *j, nx_sid *r) {
+  nx_sched_wait(&j->sched, *r);
+  *r = 0;
+  return 0;
 }
 
-int nx_j_waitall(nx_job *j, nx_creq **r, size_t n) {
-  int rc = map_rc(nx_coll_waitall(j->k, r, n));
+int nx_j_waitall(nx_job *j, nx_sid *r, size_t n) {
   for (size_t i = 0; i < n; i++)
-    r[i] = NULL;
-  return rc;
+    nx_j_wait(j, &r[i]);
+  return 0;
 }
 
 int nx_j_sendrecv(nx_job *j, uint32_t dest, const void *sp, size_t slen, uint32_t src, void *rp,
                   size_t rlen, uint32_t round, uint32_t seg) {
-  nx_creq *q[2] = {NULL, NULL};
-  int rc = 0;
-  if (rp) rc = nx_j_irecv(j, src, round, seg, rp, rlen, &q[0]);
-  if (!rc && sp) rc = nx_j_isend(j, dest, round, seg, sp, slen, &q[1]);
-  if (rc) return rc; /* a posted request is left to nx_coll_end */
+  nx_sid q[2] = {0, 0};
+  if (rp) nx_j_irecv(j, src, round, seg, rp, rlen, &q[0]);
+  if (sp) nx_j_isend(j, dest, round, seg, sp, slen, &q[1]);
   return nx_j_waitall(j, q, 2);
+}
+
+void nx_j_reduce3(nx_job *j, void *dst, const void *a, const void *b, size_t count) {
+  nx_sched_reduce3(&j->sched, dst, a, b, count);
+}
+void nx_j_reduce(nx_job *j, void *dst, const void *src, size_t count) {
+  nx_sched_reduce(&j->sched, dst, src, count);
+}
+void nx_j_copy(nx_job *j, void *dst, const void *src, size_t bytes) {
+  nx_sched_copy(&j->sched, dst, src, bytes);
+}
+void nx_j_fill_identity(nx_job *j, void *dst, size_t count) {
+  nx_sched_fill_identity(&j->sched, dst, count);
+}
+void nx_j_call(nx_job *j, int (*fn)(void *job)) {
+  nx_sched_call(&j->sched, fn, j);
 }
 
 /* Dissemination: in round i every rank tells (r + 2^i) and hears from

@@ -11,7 +11,7 @@ int nx_run_reduce_scatter(nx_job *j) {
   const nx_algo_params *p = &j->params;
   size_t bytes = j->count * j->es;
   if (j->world == 1) {
-    if (bytes && j->recv != j->send) memcpy(j->recv, j->send, bytes);
+    if (bytes && j->recv != j->send) nx_j_copy(j, j->recv, j->send, bytes);
     return 0;
   }
   if (j->count == 0) return nx_sync(j, 0);
@@ -39,7 +39,7 @@ int nx_run_reduce(nx_job *j) {
     if (v != 0) {
       acc = nx_job_alloc(j, bytes);
       if (!acc) return NEXAR_ERR_NOMEM;
-      memcpy(acc, j->buf, bytes);
+      nx_j_copy(j, acc, j->buf, bytes);
     }
   }
   uint32_t round = 0;
@@ -52,7 +52,7 @@ int nx_run_reduce(nx_job *j) {
       uint32_t child = (v + mask + root) % n;
       int rc = nx_j_sendrecv(j, 0, NULL, 0, child, tmp, bytes, round, 0);
       if (rc) return rc;
-      nx_reduce3(acc, acc, tmp, j->count, j->dt, j->op);
+      nx_j_reduce3(j, acc, acc, tmp, j->count);
     }
   }
   return 0;

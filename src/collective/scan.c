@@ -28,18 +28,18 @@ static int scan_recdbl(nx_job *j, int exclusive) {
     if (!from) continue;
     if (excl) {
       if (have)
-        nx_reduce3(excl, tmp, excl, j->count, j->dt, j->op);
+        nx_j_reduce3(j, excl, tmp, excl, j->count);
       else
-        memcpy(excl, tmp, bytes);
+        nx_j_copy(j, excl, tmp, bytes);
       have = 1;
     }
-    nx_reduce3(buf, tmp, buf, j->count, j->dt, j->op);
+    nx_j_reduce3(j, buf, tmp, buf, j->count);
   }
   if (exclusive) {
     if (r == 0)
-      nx_fill_identity(buf, j->count, j->dt, j->op);
+      nx_j_fill_identity(j, buf, j->count);
     else
-      memcpy(buf, excl, bytes);
+      nx_j_copy(j, buf, excl, bytes);
   }
   return 0;
 }
@@ -57,14 +57,14 @@ static int scan_chain(nx_job *j, int exclusive) {
   int first = r == 0, last = r == n - 1;
   /* The last rank of an exclusive scan needs only the prefix: straight in. */
   int direct = exclusive && last;
-  nx_creq **sq = NULL, **rq = NULL;
+  nx_sid *sq = NULL, *rq = NULL;
   if (!last) {
-    sq = nx_job_alloc(j, nseg * sizeof(nx_creq *));
+    sq = nx_job_alloc(j, nseg * sizeof(nx_sid));
     if (!sq) return NEXAR_ERR_NOMEM;
-    memset(sq, 0, nseg * sizeof(nx_creq *));
+    memset(sq, 0, nseg * sizeof(nx_sid));
   }
   if (!first) {
-    rq = nx_job_alloc(j, win * sizeof(nx_creq *));
+    rq = nx_job_alloc(j, win * sizeof(nx_sid));
     if (!rq) return NEXAR_ERR_NOMEM;
     if (!direct) {
       slots = nx_job_alloc(j, (size_t)win * NX_MIN(segel, count) * es);
@@ -94,18 +94,18 @@ static int scan_chain(nx_job *j, int exclusive) {
       if (rc || direct) continue;
       const char *prefix = slots + (s % win) * NX_MIN(segel, count) * es;
       if (exclusive) {
-        nx_reduce3(incl + off * es, prefix, mine, len, j->dt, j->op);
-        memcpy(mine, prefix, len * es);
+        nx_j_reduce3(j, incl + off * es, prefix, mine, len);
+        nx_j_copy(j, mine, prefix, len * es);
         out = incl + off * es;
       } else {
-        nx_reduce3(mine, prefix, mine, len, j->dt, j->op);
+        nx_j_reduce3(j, mine, prefix, mine, len);
       }
     }
     if (!last) rc = nx_j_isend(j, r + 1, 0, (uint32_t)s, out, len * es, &sq[s]);
   }
   if (rc) return rc;
   if (!last) rc = nx_j_waitall(j, sq, nseg);
-  if (!rc && exclusive && first) nx_fill_identity(buf, count, j->dt, j->op);
+  if (!rc && exclusive && first) nx_j_fill_identity(j, buf, count);
   return rc;
 }
 
@@ -113,7 +113,7 @@ int nx_run_scan(nx_job *j) {
   int exclusive = j->kind == NX_COLL_EXSCAN;
   switch (nx_algo_scan(j->count, j->es, j->world, &j->params)) {
   case NX_SC_NONE:
-    if (exclusive && j->count) nx_fill_identity(j->buf, j->count, j->dt, j->op);
+    if (exclusive && j->count) nx_j_fill_identity(j, j->buf, j->count);
     return j->world > 1 ? nx_sync(j, 0) : 0;
   case NX_SC_RECDBL:
     return scan_recdbl(j, exclusive);

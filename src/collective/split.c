@@ -33,19 +33,12 @@ static int member_cmp(const void *a, const void *b) {
   return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
-int nx_run_split(nx_job *j) {
+/* After the allgather (scratch 0: everyone's (color, key)): derive the child. */
+static int split_finish(void *job) {
+  nx_job *j = job;
   uint32_t n = j->world;
-  /* Little-endian (color, key) so ranks of any byte order agree. */
-  uint8_t mine[8];
-  for (int i = 0; i < 4; i++) {
-    mine[i] = (uint8_t)(j->color >> (8 * i));
-    mine[4 + i] = (uint8_t)(j->key >> (8 * i));
-  }
-  uint8_t *all = nx_job_alloc(j, (size_t)n * 8);
-  member *m = nx_job_alloc(j, (size_t)n * sizeof(member));
-  if (!all || !m) return NEXAR_ERR_NOMEM;
-  int rc = nx_allgather_raw(j, mine, all, 8, 1);
-  if (rc) return rc;
+  uint8_t *all = j->scratch[0];
+  member *m = j->scratch[1];
   if (j->color == NEXAR_COLOR_NONE) return 0;
   uint32_t cnt = 0;
   for (uint32_t i = 0; i < n; i++) {
@@ -63,4 +56,24 @@ int nx_run_split(nx_job *j) {
     members[i] = m[i].rank;
   uint64_t id = split_comm_id(nexar_comm_id(j->c), nx_coll_seq(j->k), j->color);
   return nx_comm_derive(j->c, id, members, cnt, j->out);
+}
+
+int nx_run_split(nx_job *j) {
+  uint32_t n = j->world;
+  /* scratch 0: everyone's (color, key), then ours (sent from there, so it
+   * lives as long as the schedule); scratch 1: the members */
+  uint8_t *all = nx_job_alloc(j, (size_t)n * 8 + 8);
+  member *m = nx_job_alloc(j, (size_t)n * sizeof(member));
+  if (!all || !m) return NEXAR_ERR_NOMEM;
+  if (all != j->scratch[0]) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "split: scratch in use");
+  /* Little-endian (color, key) so ranks of any byte order agree. */
+  uint8_t *mine = all + (size_t)n * 8;
+  for (int i = 0; i < 4; i++) {
+    mine[i] = (uint8_t)(j->color >> (8 * i));
+    mine[4 + i] = (uint8_t)(j->key >> (8 * i));
+  }
+  int rc = nx_allgather_raw(j, mine, all, 8, 1);
+  if (rc) return rc;
+  nx_j_call(j, split_finish);
+  return 0;
 }

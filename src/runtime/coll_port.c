@@ -23,6 +23,8 @@ struct nx_coll {
   nx_active_coll ac;
   nexar_request **reqs; /* outstanding, so a failure can cancel them */
   size_t nreqs, capreqs;
+  void (*watch)(void *arg); /* completion hook of every request */
+  void *watch_arg;
 };
 
 static const char *op_name(uint8_t op) {
@@ -231,7 +233,14 @@ static nexar_request *new_req(nx_coll *k, int kind, uint32_t peer, const char *d
   r->w_comm = k->c->id;
   r->w_verb = dir;
   r->w_tag = (uint64_t)round << 32 | seg; /* shown as "round R, segment S" */
+  r->on_done = k->watch;
+  r->on_done_arg = k->watch_arg;
   return r;
+}
+
+void nx_coll_watch(nx_coll *k, void (*fn)(void *arg), void *arg) {
+  k->watch = fn;
+  k->watch_arg = arg;
 }
 
 int nx_coll_isend(nx_coll *k, uint32_t dest, uint32_t round, uint32_t seg, const void *buf,
@@ -326,10 +335,8 @@ static void untrack_locked(nx_coll *k, nexar_request *r) {
     }
 }
 
-int nx_coll_wait(nx_coll *k, nx_creq *cr) {
-  nexar_request *r = (nexar_request *)cr;
-  if (!r) return 0;
-  int rc = nx_req_wait(r);
+/* The result of finished request r (freed here). */
+static int reaped(nx_coll *k, nexar_request *r, int rc) {
   if (rc == NEXAR_ERR_SIZE_MISMATCH) {
     rc = nx_fail(NEXAR_ERR_MISMATCH, "%s #%llu on comm %llu: rank %u sent a block of another size",
                  op_name(k->ac.sig.op), (unsigned long long)k->ac.seq, (unsigned long long)k->c->id,
@@ -345,6 +352,29 @@ int nx_coll_wait(nx_coll *k, nx_creq *cr) {
   pthread_mutex_unlock(&k->c->ep->mu);
   nx_req_free(r);
   return rc;
+}
+
+int nx_coll_wait(nx_coll *k, nx_creq *cr) {
+  nexar_request *r = (nexar_request *)cr;
+  if (!r) return 0;
+  return reaped(k, r, nx_req_wait(r));
+}
+
+int nx_coll_reap(nx_coll *k, nx_creq *cr, uint64_t now, uint64_t *wake, int *rc) {
+  nexar_request *r = (nexar_request *)cr;
+  if (!nx_req_check_deadline(r, now, wake)) return 0;
+  int v = r->rc;
+  if (v) nx_set_error_text(r->errtext ? r->errtext : nexar_strerror(v));
+  *rc = reaped(k, r, v);
+  return 1;
+}
+
+void nx_coll_fail(nx_coll *k, int rc) {
+  char why[240];
+  snprintf(why, sizeof why, "%s", nexar_last_error());
+  pthread_mutex_lock(&k->c->ep->mu);
+  fail_active(k->c, &k->ac, rc, why);
+  pthread_mutex_unlock(&k->c->ep->mu);
 }
 
 int nx_coll_waitall(nx_coll *k, nx_creq **r, size_t n) {

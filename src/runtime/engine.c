@@ -38,6 +38,8 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
     return rc;
   }
   pthread_mutex_init(&ep->mu, NULL);
+  pthread_mutex_init(&ep->work_mu, NULL);
+  atomic_init(&ep->timer_min, UINT64_MAX);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -108,6 +110,7 @@ fail:
   if (ep->evfd >= 0) close(ep->evfd);
   nx_config_release(&ep->cfg);
   pthread_mutex_destroy(&ep->mu);
+  pthread_mutex_destroy(&ep->work_mu);
   pthread_cond_destroy(&ep->cv);
   free(ep);
   return rc;
@@ -562,6 +565,7 @@ uint64_t nx_ep_progress2_locked(nx_ep *ep, int do_recv) {
 static void *progress_main(void *arg) {
   nx_ep *ep = arg;
   nx_log_set_rank(ep->rank);
+  nx_ep_set_driver(ep);
   pthread_mutex_lock(&ep->mu);
   while (!ep->stop) {
     if (want_connect(ep)) {
@@ -582,6 +586,8 @@ static void *progress_main(void *arg) {
         spinning || now - NX_MIN(now, atomic_load(&ep->last_driver_ns)) < NX_DRIVER_LINGER_NS;
     uint64_t next = spinning ? now + NX_DRIVER_POLL_NS : nx_ep_progress_locked(ep);
     ep->wake_pending = 0;
+    uint64_t tmin = nx_ep_next_timer(ep);
+    if (tmin < next) next = tmin;
     struct epoll_event evs[4];
     now = nx_now_ns();
     struct timespec ts = {0, 0};
@@ -594,6 +600,9 @@ static void *progress_main(void *arg) {
     }
     ep->sleep_until = now + (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     pthread_mutex_unlock(&ep->mu);
+    /* deferred work (collective schedules) runs outside the lock; what it
+     * queued is written by the next pass at once */
+    if (nx_ep_run_deferred(ep)) ts.tv_sec = 0, ts.tv_nsec = 0;
     int fd = driven ? ep->epfd_ctl : ep->epfd;
     int n = epoll_pwait2(fd, evs, 4, &ts, NULL);
     pthread_mutex_lock(&ep->mu);
@@ -689,6 +698,7 @@ void nx_ep_unref(nx_ep *ep) {
   free(ep->peers);
   nx_config_release(&ep->cfg);
   pthread_mutex_destroy(&ep->mu);
+  pthread_mutex_destroy(&ep->work_mu);
   pthread_cond_destroy(&ep->cv);
   free(ep);
 }

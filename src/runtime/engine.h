@@ -18,6 +18,7 @@
 #include "core/common.h"
 #include "core/frame.h"
 #include "transport/udp.h"
+#include "runtime/work.h"
 
 typedef struct nx_ep nx_ep;
 typedef struct nx_peer nx_peer;
@@ -229,7 +230,13 @@ struct nx_ep {
   int in_progress; /* a progress step is running (possibly in this call chain) */
   uint64_t sleep_until;
   char auth_why[200];
-  uint64_t dropped_datagrams, dropped_logged_ns;              /* garbage on the socket */
+  uint64_t dropped_datagrams, dropped_logged_ns; /* garbage on the socket */
+  /* deferred work (work.c): its own lock, taken after ep->mu when both are */
+  pthread_mutex_t work_mu;
+  nx_work *work_head, *work_tail;
+  atomic_int work_n;
+  nx_work *timers;
+  _Atomic uint64_t timer_min;
   /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes
                                                                  by itself (0: awake) */
 };

@@ -32,6 +32,7 @@ void nx_req_complete(nexar_request *r, int rc, const char *errtext) {
     if (rc && errtext) r->errtext = strdup(errtext);
     atomic_store_explicit(&r->done, 1, memory_order_release);
     pthread_cond_broadcast(&r->cv);
+    if (r->on_done) r->on_done(r->on_done_arg);
     /* a waiter sleeping in epoll (wait_driving) is woken through the endpoint */
     if (r->ep && atomic_load(&r->waiting) && !pthread_equal(r->waiter, pthread_self())) {
       uint64_t one = 1;
@@ -103,7 +104,7 @@ static void req_timeout(nexar_request *r) {
 }
 
 /* Returns 1 once r is done or timed out, after checking the no-progress limit. */
-static int check_deadline(nexar_request *r, uint64_t now, uint64_t *wake) {
+int nx_req_check_deadline(nexar_request *r, uint64_t now, uint64_t *wake) {
   if (atomic_load_explicit(&r->done, memory_order_acquire)) return 1;
   if (!r->timeout_ms) return 0;
   uint64_t dl = atomic_load(&r->progress_ns) + (uint64_t)r->timeout_ms * 1000000ull;
@@ -123,6 +124,7 @@ static int check_deadline(nexar_request *r, uint64_t now, uint64_t *wake) {
  * message latency. Completions made by other threads poke ep->wfd. */
 static void wait_driving(nexar_request *r, nx_ep *ep) {
   atomic_fetch_add(&ep->spinners, 1);
+  nx_ep *prev_driver = nx_ep_set_driver(ep);
   r->waiter = pthread_self();
   atomic_store(&r->waiting, 1);
   int first = 1;
@@ -139,10 +141,19 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
       next = nx_ep_progress_locked(ep);
       pthread_mutex_unlock(&ep->mu);
     }
+    /* collective schedules released by what arrived advance here, on the
+     * waiting thread; then look again at once */
+    if (nx_ep_run_deferred(ep)) {
+      first = 0;
+      if (atomic_load_explicit(&r->done, memory_order_acquire)) break;
+      continue;
+    }
+    uint64_t tmin = nx_ep_next_timer(ep);
+    if (tmin < next) next = tmin;
     uint64_t now = nx_now_ns();
     uint64_t wake = now + 1000000ull; /* at most 1 ms between looks */
     if (next < wake) wake = next;
-    if (check_deadline(r, now, &wake)) break;
+    if (nx_req_check_deadline(r, now, &wake)) break;
     struct epoll_event ev[2];
     struct timespec ts = {0, wake > now ? (long)(wake - now) : 0};
     /* a reply often lands within microseconds: poll briefly before sleeping,
@@ -158,6 +169,7 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
       }
   }
   atomic_store(&r->waiting, 0);
+  nx_ep_set_driver(prev_driver);
   /* The progress thread notices within NX_DRIVER_POLL_NS that nobody drives
    * any more and watches the socket again; waking it here on every wait
    * would cost a hand-off per message, which is what this avoids. */

@@ -32,6 +32,10 @@ struct nexar_request {
   uint64_t w_seq, w_comm, w_tag;
   atomic_uint_fast64_t progress_ns; /* last time bytes moved */
   void (*on_free)(nexar_request *r);
+  /* called once when it completes, inside r->mu (so nx_req_free waits for
+   * it): must only queue work (a schedule's nx_ep_defer) */
+  void (*on_done)(void *arg);
+  void *on_done_arg;
   atomic_int waiting; /* a thread sleeps in wait_driving */
   pthread_t waiter;
 };
@@ -47,6 +51,11 @@ void nx_req_complete(nexar_request *req, int rc, const char *errtext);
  * no-progress limit, and returns the result; does not free. */
 int nx_req_wait(nexar_request *req);
 void nx_req_free(nexar_request *req);
+/* Applies req->timeout_ms at time now without waiting: expires req when it
+ * made no progress for that long (it then completes with TIMEOUT, or soon
+ * after when a buffer must be released first); else lowers *wake to its
+ * deadline. Returns 1 if req is done. */
+int nx_req_check_deadline(nexar_request *req, uint64_t now, uint64_t *wake);
 /* Gives up on a pending request under ep->mu (timeout, failed collective)
  * without releasing a buffer someone may still touch: a same-host send waits
  * for its reader's answer, a zero-copy send for ngtcp2 to drop it, a receive
