@@ -20,8 +20,10 @@ static void advertised(nx_ep *ep, const nexar_config *cfg, nx_chan *ch, char *ou
   if (cfg->bind_addr) nx_split_hostport(cfg->bind_addr, host, sizeof host, &port);
   if (!host[0] || !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*"))
     nx_chan_local_ip(ch, host, sizeof host);
-  if (strchr(host, ':')) snprintf(out, cap, "[%s]:%u", host, nx_ep_port(ep));
-  else snprintf(out, cap, "%s:%u", host, nx_ep_port(ep));
+  if (strchr(host, ':'))
+    snprintf(out, cap, "[%s]:%u", host, nx_ep_port(ep));
+  else
+    snprintf(out, cap, "%s:%u", host, nx_ep_port(ep));
 }
 
 /* Connects to the seed, retrying while it is not up yet (launchers start
@@ -29,9 +31,9 @@ static void advertised(nx_ep *ep, const nexar_config *cfg, nx_chan *ch, char *ou
 static int connect_seed(nx_chan **ch, const char *seed, const char *token, uint64_t deadline) {
   for (;;) {
     uint64_t now = nx_now_ns();
-    uint32_t left = deadline ? (uint32_t)NX_MIN((deadline - NX_MIN(deadline, now)) / 1000000ull,
-                                                 UINT32_MAX)
-                             : 60000;
+    uint32_t left =
+        deadline ? (uint32_t)NX_MIN((deadline - NX_MIN(deadline, now)) / 1000000ull, UINT32_MAX)
+                 : 60000;
     if (deadline && left == 0)
       return nx_fail(NEXAR_ERR_TIMEOUT, "join: seed at %s not reachable in time", seed);
     int rc = nx_chan_connect(ch, seed, token, NX_MIN(left, 10000u));
@@ -41,11 +43,17 @@ static int connect_seed(nx_chan **ch, const char *seed, const char *token, uint6
   }
 }
 
+/* A torchrun-mode rank 0 stops its seed with its communicator. */
+static void seed_del(void *seed) {
+  nexar_seed_del(seed);
+}
+
 static int join_ex(nexar_client **out, const char *seed_addr, const nexar_config *ucfg,
                    uint32_t want_rank, uint32_t world_hint, nexar_seed *own_seed) {
   if (!out) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: NULL out");
   *out = NULL;
-  if (!seed_addr || !*seed_addr) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: no seed address");
+  if (!seed_addr || !*seed_addr)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: no seed address");
   nexar_config cfg;
   int rc = nx_config_resolve(ucfg, &cfg);
   if (rc) return rc;
@@ -94,7 +102,8 @@ static int join_ex(nexar_client **out, const char *seed_addr, const nexar_config
     nx_refuse r;
     if (nx_refuse_decode(reply, len, &r) == 0 && r.code < 0)
       rc = nx_fail(r.code, "join: the seed at %s refused: %s", seed_addr, r.reason);
-    else rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: malformed refusal from the seed");
+    else
+      rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: malformed refusal from the seed");
     goto out;
   }
   if (type != NX_BOOT_WELCOME || nx_welcome_decode(reply, len, &w) != 0) {
@@ -115,7 +124,10 @@ static int join_ex(nexar_client **out, const char *seed_addr, const nexar_config
   NX_INFO("joined as rank %u of %u", w.rank, w.world_size);
   rc = nx_mesh_form(ep, w.rank, w.world_size, w.cluster_id, creds, w.addrs, deadline, out);
   creds = NULL;
-  if (!rc && own_seed) (*out)->owned_seed = own_seed;
+  if (!rc && own_seed) {
+    (*out)->on_del = seed_del;
+    (*out)->on_del_arg = own_seed;
+  }
 out:
   if (creds) gnutls_certificate_free_credentials(creds);
   nx_ep_unref(ep);
@@ -160,7 +172,9 @@ int nexar_init_from_env(nexar_client **out) {
   if ((rc = nx_env_u32("WORLD_SIZE", &world, &have_world))) return rc;
   if (!have_port || !have_rank || !have_world)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: MASTER_ADDR is set but %s is not",
-                   !have_port ? "MASTER_PORT" : !have_rank ? "RANK" : "WORLD_SIZE");
+                   !have_port   ? "MASTER_PORT"
+                   : !have_rank ? "RANK"
+                                : "WORLD_SIZE");
   if (world == 0 || rank >= world)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: RANK=%u with WORLD_SIZE=%u", rank,
                    world);
@@ -175,8 +189,10 @@ int nexar_init_from_env(nexar_client **out) {
     sport = (agent && !strcmp(agent, "True")) ? (uint16_t)(mport + 1) : mport;
   }
   char addr[NX_ADDR_MAX];
-  if (strchr(maddr, ':') && maddr[0] != '[') snprintf(addr, sizeof addr, "[%s]:%u", maddr, sport);
-  else snprintf(addr, sizeof addr, "%s:%u", maddr, sport);
+  if (strchr(maddr, ':') && maddr[0] != '[')
+    snprintf(addr, sizeof addr, "[%s]:%u", maddr, sport);
+  else
+    snprintf(addr, sizeof addr, "%s:%u", maddr, sport);
   nexar_seed *s = NULL;
   if (rank == 0) { /* rank 0 hosts the seed, as torchrun's store host does */
     char listen[NX_ADDR_MAX];

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "collective/coll_port.h"
+#include "runtime/coll_port.h"
 #include "runtime/comm.h"
 
 /* 64-bit FNV-1a: the child id and the dead-set fingerprint. */

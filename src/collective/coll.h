@@ -9,7 +9,7 @@
 #define NX_COLLECTIVE_COLL_H
 
 #include "collective/algo.h"
-#include "collective/coll_port.h"
+#include "runtime/coll_port.h"
 #include "proto/sched.h"
 
 #define NX_JOB_SCRATCH 8

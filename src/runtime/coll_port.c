@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "collective/coll_port.h"
+#include "runtime/coll_port.h"
 #include "runtime/comm.h"
 #include "runtime/request.h"
 

@@ -263,7 +263,7 @@ void nexar_client_del(nexar_client *c) {
     }
   pthread_mutex_unlock(&ep->mu);
   nx_ep_unref(ep);
-  nexar_seed_del(c->owned_seed);
+  if (c->on_del) c->on_del(c->on_del_arg);
   nx_config_release(&c->cfg);
   pthread_cond_destroy(&c->rpc_idle);
   free(c->members);

@@ -42,8 +42,11 @@ struct nexar_client {
   void *on_failure_ctx;
   uint32_t *dead; /* sorted comm ranks */
   size_t ndead;
-  nexar_seed *owned_seed; /* torchrun mode: rank 0 hosts the seed */
-  nx_oplog log;           /* recent operations, under ep->mu */
+  /* run when it is deleted: in torchrun mode rank 0 stops the seed it hosts
+   * (set by the cluster layer, which the runtime does not know) */
+  void (*on_del)(void *arg);
+  void *on_del_arg;
+  nx_oplog log; /* recent operations, under ep->mu */
 };
 
 /* Ends log entry id; on a timeout writes the log to stderr when

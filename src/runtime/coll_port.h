@@ -2,8 +2,8 @@
  * instance with its own sequence number and signature, and non-blocking
  * send/receive keyed by (sequence, round, segment) on the communicator.
  * Implemented in src/runtime/coll_port.c. */
-#ifndef NX_COLLECTIVE_COLL_PORT_H
-#define NX_COLLECTIVE_COLL_PORT_H
+#ifndef NX_RUNTIME_COLL_PORT_H
+#define NX_RUNTIME_COLL_PORT_H
 
 #include "core/common.h"
 
