@@ -14,8 +14,10 @@
  *                         sets topology_degree, and must agree with
  *                         NEXAR_TOPOLOGY_DEGREE when both are set)
  *   strings               any text; the pointer points into the environment
- * A variable that is set but empty counts as unset. A malformed one is
- * NEXAR_ERR_INVALID_ARGUMENT with a sentence naming it and its value.
+ * A variable that is set but empty counts as unset. A malformed one, a number
+ * outside the field's range, or a string over its length limit is
+ * NEXAR_ERR_INVALID_ARGUMENT with a sentence naming it, its value and (for
+ * numbers) the allowed range.
  *
  * Struct versions: nexar_config only grows at the end. A struct_size is valid
  * when it equals the size of a released layout (today only v1, the struct as
@@ -51,7 +53,14 @@ int nx_config_fill_default(nexar_config *cfg, size_t nbytes);
  * outlive the call; booleans become 0/1. adapter is copied as a pointer.
  * out must not alias in; on failure out is zeroed (nx_config_release on it is
  * a no-op). To inherit a config (sub-communicators), resolve the parent's
- * resolved copy into the child. 0, INVALID_ARGUMENT or NOMEM. */
+ * resolved copy into the child. Every numeric field must lie in its range
+ * (config.c's table, README "Configuration"): "config.pipeline_segment_bytes
+ * = 1 is out of range: allowed 16384 (16 KiB)..1073741824 (1 GiB)
+ * (NEXAR_PIPELINE_SEGMENT_BYTES)"; strings have a length limit. A valid but
+ * unimplemented setting (a topology other than full_mesh, a non-NULL
+ * adapter) is NEXAR_ERR_UNSUPPORTED with a sentence saying so, never a
+ * silent full mesh or host-memory path. 0, INVALID_ARGUMENT, UNSUPPORTED or
+ * NOMEM. */
 int nx_config_resolve(const nexar_config *in, nexar_config *out);
 
 /* Frees the strings nx_config_resolve duplicated and sets them to NULL. NULL
