@@ -61,8 +61,9 @@ static int cfg_same(const nexar_config *a, const nexar_config *b, const char *ct
   CMP(struct_size)
   CMP(collective_timeout_ms)
   CMP(barrier_timeout_ms)
-  CMP(rpc_timeout_ms) CMP(connect_timeout_ms) CMP(large_msg_bytes) CMP(pipeline_segment_bytes)
-      CMP(ring_max_world) CMP(bulk_transport) CMP(encrypt_bulk) CMP(compressed_allreduce_max_bytes)
+  CMP(rpc_timeout_ms)
+  CMP(connect_timeout_ms) CMP(large_msg_bytes) CMP(pipeline_segment_bytes) CMP(ring_max_world)
+      CMP(bulk_transport) CMP(encrypt_bulk) CMP(compressed_allreduce_max_bytes)
           CMP(heartbeat_interval_ms) CMP(heartbeat_timeout_ms) CMP(recovery_timeout_ms)
               CMP(recovery_policy) CMP(topology) CMP(topology_degree) CMP(elastic_min_world)
                   CMP(elastic_max_world) CMP(elastic_checkpoint_timeout_ms) CMP(cluster_token)
@@ -697,7 +698,19 @@ static void test_unsupported(void) {
   CHECK(err_has("NEXAR_TOPOLOGY") && err_has("degree 6"));
   setenv("NEXAR_TOPOLOGY", "hypercube", 1);
   CHECK(nx_config_resolve(NULL, &out) == NEXAR_ERR_UNSUPPORTED);
+  /* every call that takes a config refuses them, before any socket */
+  nexar_client *cl[2] = {NULL, NULL};
+  nexar_seed *seed = NULL;
+  CHECK(nexar_bootstrap_local(cl, 2, NULL) == NEXAR_ERR_UNSUPPORTED && !cl[0]);
+  CHECK(nexar_seed_new(&seed, "127.0.0.1:0", 2, NULL) == NEXAR_ERR_UNSUPPORTED && !seed);
+  CHECK(nexar_join(&cl[0], "127.0.0.1:9", NULL) == NEXAR_ERR_UNSUPPORTED && !cl[0]);
+  CHECK(err_has("sparse topologies are not implemented"));
   setenv("NEXAR_TOPOLOGY", "full_mesh", 1);
+  CHECK(nexar_config_default(&c) == 0);
+  c.adapter = (const struct nexar_device_adapter *)&c;
+  CHECK(nexar_bootstrap_local(cl, 2, &c) == NEXAR_ERR_UNSUPPORTED && !cl[0]);
+  CHECK(nexar_join(&cl[0], "127.0.0.1:9", &c) == NEXAR_ERR_UNSUPPORTED && !cl[0]);
+  CHECK(err_has("config.adapter"));
   CHECK(nx_config_resolve(NULL, &out) == 0);
   nx_config_release(&out);
   clear_env();
