@@ -541,6 +541,8 @@ int nx_config_resolve(const nexar_config *in, nexar_config *out) {
   if (tmp.bind_addr && !*tmp.bind_addr) tmp.bind_addr = NULL;
   if (rc == 0) rc = nx_config_validate(&tmp);
   if (rc == 0) rc = nx_config_supported(&tmp);
+  nx_knobs knobs;
+  if (rc == 0) rc = nx_knobs_from_env(&knobs); /* environment-only knobs: checked here too */
   memset(out, 0, sizeof *out);
   if (rc != 0) return rc;
   const char *tok = tmp.cluster_token, *bind = tmp.bind_addr;
@@ -607,4 +609,13 @@ void nx_config_print(FILE *f, const nexar_config *c) {
     }
   }
   fprintf(f, "NEXAR_ADAPTER=%s\n", c->adapter ? "(set)" : "(none)");
+}
+
+void nx_config_print_all(FILE *f, const nexar_config *c) {
+  if (!f || !c) return;
+  nx_config_print(f, c);
+  nx_knobs k;
+  fprintf(f, "# environment-only knobs\n");
+  if (nx_knobs_from_env(&k) != 0) fprintf(f, "# %s\n", nexar_last_error());
+  nx_knobs_print(f, &k);
 }

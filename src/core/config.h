@@ -71,6 +71,40 @@ void nx_config_release(nexar_config *c);
  * enums by name, the cluster token only as "(set)" or "(unset)", NULL
  * bind_addr as "(unset)", adapter as "(none)" or "(set)"). */
 void nx_config_print(FILE *f, const nexar_config *c);
+/* As nx_config_print, then the internal knobs from the environment (or a
+ * comment line with their error). What nexar-seed --print-config shows. */
+void nx_config_print_all(FILE *f, const nexar_config *c);
+
+/* Internal knobs: the environment-only extension of the table (knobs.c), for
+ * settings outside the public nexar_config (logging, tuning, test hooks).
+ * The same rules: strict parsing, a range for every number, a length limit
+ * for every string, errors naming the variable, printed by nx_config_print.
+ * nx_config_resolve parses them too, so a malformed knob fails the call that
+ * takes a config; each endpoint keeps its parsed copy (ep->knobs) and call
+ * sites read that, not getenv. NEXAR_TEST_IMPAIR is only checked for length
+ * here; udp.c parses its syntax when it opens the socket. */
+#define NX_KNOB_AUTO UINT32_MAX    /* a u32 knob left to the library */
+#define NX_KNOB_AUTO_SIZE SIZE_MAX /* a byte-size knob left to the library */
+typedef struct nx_knobs {
+  int debug;               /* NEXAR_DEBUG: off|error|warn|info|debug|trace (0 off, 1 debug) */
+  const char *debug_file;  /* NEXAR_DEBUG_FILE: template with %h %p %r %%, < PATH_MAX */
+  int dump_on_timeout;     /* NEXAR_DUMP_ON_TIMEOUT: bool, 0 */
+  int lane;                /* NEXAR_LANE: bool, 1 (0: no same-host datagram lane) */
+  uint32_t yield_us;       /* NEXAR_YIELD_US: 0..1000000 or auto */
+  uint32_t spin_us;        /* NEXAR_SPIN_US: 0..1000000 or auto */
+  const char *quic_cc;     /* NEXAR_QUIC_CC: "bbr2" (default), "bbr", "cubic", "reno" */
+  const char *reduce_impl; /* NEXAR_REDUCE_IMPL: "auto" (default), "scalar", "avx2", "avx512" */
+  int bulk_tcp_local;      /* NEXAR_BULK_TCP_LOCAL: bool, 0 */
+  size_t bulk_min_bytes;   /* NEXAR_BULK_MIN_BYTES: 0..1 TiB or auto */
+  const char *test_impair; /* NEXAR_TEST_IMPAIR: at most 512 characters */
+} nx_knobs;
+/* Defaults only. */
+void nx_knobs_defaults(nx_knobs *k);
+/* Defaults plus the environment; on a malformed variable, k holds the
+ * defaults and INVALID_ARGUMENT names the variable. */
+int nx_knobs_from_env(nx_knobs *k);
+/* NEXAR_X=value lines (auto, names for enums, "(unset)" strings). */
+void nx_knobs_print(FILE *f, const nx_knobs *k);
 
 /* "automatic", "manual", "abort"; "?" for an invalid value. */
 const char *nx_recovery_policy_name(nexar_recovery_policy p);

@@ -1,5 +1,5 @@
 /* NEXAR_DEBUG logging: silent by default, lines prefixed host:pid:rank. */
-#include "core/common.h"
+#include "core/config.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,16 +64,14 @@ int nx_log_expand(const char *tmpl, const char *rank, const char *host, long pid
 }
 
 static void nx_log_setup(void) {
-  const char *lv = getenv("NEXAR_DEBUG");
-  if (!lv || !*lv) return;
-  static const char *names[] = {"off", "error", "warn", "info", "debug", "trace"};
-  nx_log_level = NX_LOG_DEBUG; /* a set but unknown value means "debug" */
-  for (int i = 0; i < 6; i++)
-    if (strcasecmp(lv, names[i]) == 0) nx_log_level = i;
-  if (strcmp(lv, "1") == 0) nx_log_level = NX_LOG_DEBUG;
+  /* A malformed knob leaves logging off; the call that takes a config then
+   * fails naming the variable (nx_config_resolve parses the same table). */
+  nx_knobs k;
+  if (nx_knobs_from_env(&k) != 0 || k.debug == NX_LOG_OFF) return;
+  nx_log_level = k.debug;
   gethostname(nx_log_host, sizeof nx_log_host - 1);
   nx_log_fp = stderr;
-  const char *file = getenv("NEXAR_DEBUG_FILE");
+  const char *file = k.debug_file;
   if (file && *file) {
     char path[PATH_MAX];
     FILE *f = NULL;

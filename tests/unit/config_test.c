@@ -62,14 +62,14 @@ static int cfg_same(const nexar_config *a, const nexar_config *b, const char *ct
   CMP(collective_timeout_ms)
   CMP(barrier_timeout_ms)
   CMP(rpc_timeout_ms)
-  CMP(connect_timeout_ms) CMP(large_msg_bytes) CMP(pipeline_segment_bytes) CMP(ring_max_world)
-      CMP(bulk_transport) CMP(encrypt_bulk) CMP(compressed_allreduce_max_bytes)
-          CMP(heartbeat_interval_ms) CMP(heartbeat_timeout_ms) CMP(recovery_timeout_ms)
-              CMP(recovery_policy) CMP(topology) CMP(topology_degree) CMP(elastic_min_world)
-                  CMP(elastic_max_world) CMP(elastic_checkpoint_timeout_ms) CMP(cluster_token)
-                      CMP(bind_addr) CMP(adapter)
+  CMP(connect_timeout_ms)
+  CMP(large_msg_bytes) CMP(pipeline_segment_bytes) CMP(ring_max_world) CMP(bulk_transport)
+      CMP(encrypt_bulk) CMP(compressed_allreduce_max_bytes) CMP(heartbeat_interval_ms)
+          CMP(heartbeat_timeout_ms) CMP(recovery_timeout_ms) CMP(recovery_policy) CMP(topology)
+              CMP(topology_degree) CMP(elastic_min_world) CMP(elastic_max_world)
+                  CMP(elastic_checkpoint_timeout_ms) CMP(cluster_token) CMP(bind_addr) CMP(adapter)
 #undef CMP
-                          return same;
+                      return same;
 }
 
 static nexar_config base; /* defaults with a clean environment */
@@ -716,6 +716,108 @@ static void test_unsupported(void) {
   clear_env();
 }
 
+/* The environment-only knobs (core/knobs.c): parsed, bounded, named in
+ * errors, refused by resolve when malformed, printed. */
+static const char *const knob_vars[] = {
+    "NEXAR_DEBUG",          "NEXAR_DEBUG_FILE",     "NEXAR_DUMP_ON_TIMEOUT", "NEXAR_LANE",
+    "NEXAR_YIELD_US",       "NEXAR_SPIN_US",        "NEXAR_QUIC_CC",         "NEXAR_REDUCE_IMPL",
+    "NEXAR_BULK_TCP_LOCAL", "NEXAR_BULK_MIN_BYTES", "NEXAR_TEST_IMPAIR"};
+#define NKNOBS (sizeof knob_vars / sizeof knob_vars[0])
+
+static void clear_knobs(void) {
+  for (size_t i = 0; i < NKNOBS; i++)
+    unsetenv(knob_vars[i]);
+}
+
+static void knob_bad(const char *var, const char *val, const char *needle) {
+  clear_knobs();
+  setenv(var, val, 1);
+  nx_knobs k;
+  int rc = nx_knobs_from_env(&k);
+  if (rc != NEXAR_ERR_INVALID_ARGUMENT || !err_has(needle)) {
+    fprintf(stderr, "  %s=%s: rc %d, error '%s', want '%s'\n", var, val, rc, nexar_last_error(),
+            needle);
+    failures++;
+  }
+  nx_knobs d;
+  nx_knobs_defaults(&d);
+  CHECK(memcmp(&k, &d, sizeof k) == 0); /* defaults on failure */
+  nexar_config out;
+  CHECK(nx_config_resolve(NULL, &out) == NEXAR_ERR_INVALID_ARGUMENT && err_has(needle));
+  clear_knobs();
+}
+
+static void test_knobs(void) {
+  clear_env();
+  clear_knobs();
+  nx_knobs k;
+  CHECK(nx_knobs_from_env(&k) == 0);
+  CHECK(k.debug == NX_LOG_OFF && k.debug_file == NULL && k.dump_on_timeout == 0 && k.lane == 1);
+  CHECK(k.yield_us == NX_KNOB_AUTO && k.spin_us == NX_KNOB_AUTO);
+  CHECK(strcmp(k.quic_cc, "bbr2") == 0 && strcmp(k.reduce_impl, "auto") == 0);
+  CHECK(k.bulk_tcp_local == 0 && k.bulk_min_bytes == NX_KNOB_AUTO_SIZE && k.test_impair == NULL);
+
+  setenv("NEXAR_DEBUG", "INFO", 1);
+  setenv("NEXAR_DEBUG_FILE", "/tmp/x-%r.log", 1);
+  setenv("NEXAR_DUMP_ON_TIMEOUT", "yes", 1);
+  setenv("NEXAR_LANE", "0", 1);
+  setenv("NEXAR_YIELD_US", "1000000", 1);
+  setenv("NEXAR_SPIN_US", "0", 1);
+  setenv("NEXAR_QUIC_CC", "Cubic", 1);
+  setenv("NEXAR_REDUCE_IMPL", "scalar", 1);
+  setenv("NEXAR_BULK_TCP_LOCAL", "1", 1);
+  setenv("NEXAR_BULK_MIN_BYTES", "0", 1);
+  setenv("NEXAR_TEST_IMPAIR", "loss=1%", 1);
+  CHECK(nx_knobs_from_env(&k) == 0);
+  CHECK(k.debug == NX_LOG_INFO && strcmp(k.debug_file, "/tmp/x-%r.log") == 0);
+  CHECK(k.dump_on_timeout == 1 && k.lane == 0 && k.yield_us == 1000000 && k.spin_us == 0);
+  CHECK(strcmp(k.quic_cc, "cubic") == 0 && strcmp(k.reduce_impl, "scalar") == 0);
+  CHECK(k.bulk_tcp_local == 1 && k.bulk_min_bytes == 0 && strcmp(k.test_impair, "loss=1%") == 0);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  CHECK(f != NULL);
+  if (f) {
+    nexar_config c;
+    nexar_config_default(&c);
+    nx_config_print_all(f, &c);
+    fclose(f);
+    for (size_t i = 0; i < NKNOBS; i++) {
+      char line[128];
+      snprintf(line, sizeof line, "\n%s=", knob_vars[i]);
+      if (!strstr(text, line)) {
+        fprintf(stderr, "  print_all lacks %s\n", line + 1);
+        failures++;
+      }
+    }
+    CHECK(strstr(text, "NEXAR_QUIC_CC=cubic\n") && strstr(text, "NEXAR_DEBUG=info\n"));
+    CHECK(strstr(text, "NEXAR_YIELD_US=1000000\n") && strstr(text, "NEXAR_LANE=0\n"));
+    CHECK(strstr(text, "NEXAR_COLLECTIVE_TIMEOUT_MS=30000\n"));
+    free(text);
+  }
+  setenv("NEXAR_DEBUG", "1", 1);
+  setenv("NEXAR_SPIN_US", "auto", 1);
+  CHECK(nx_knobs_from_env(&k) == 0 && k.debug == NX_LOG_DEBUG && k.spin_us == NX_KNOB_AUTO);
+  clear_knobs();
+
+  knob_bad("NEXAR_DEBUG", "verbose", "NEXAR_DEBUG='verbose': expected one of off, error");
+  knob_bad("NEXAR_DUMP_ON_TIMEOUT", "maybe", "NEXAR_DUMP_ON_TIMEOUT='maybe'");
+  knob_bad("NEXAR_LANE", "2", "NEXAR_LANE='2'");
+  knob_bad("NEXAR_YIELD_US", "1000001",
+           "NEXAR_YIELD_US='1000001': out of range; allowed 0..1000000");
+  knob_bad("NEXAR_SPIN_US", "-1", "NEXAR_SPIN_US='-1'");
+  knob_bad("NEXAR_QUIC_CC", "vegas",
+           "NEXAR_QUIC_CC='vegas': expected one of bbr2, bbr, cubic, reno");
+  knob_bad("NEXAR_REDUCE_IMPL", "neon", "NEXAR_REDUCE_IMPL='neon'");
+  knob_bad("NEXAR_BULK_TCP_LOCAL", "x", "NEXAR_BULK_TCP_LOCAL='x'");
+  knob_bad("NEXAR_BULK_MIN_BYTES", "2T", "NEXAR_BULK_MIN_BYTES='2T': out of range");
+  char longv[5000];
+  memset(longv, 'a', sizeof longv - 1);
+  longv[sizeof longv - 1] = '\0';
+  knob_bad("NEXAR_DEBUG_FILE", longv, "NEXAR_DEBUG_FILE: longer than 4095 characters");
+  knob_bad("NEXAR_TEST_IMPAIR", longv, "NEXAR_TEST_IMPAIR: longer than 512 characters");
+}
+
 int main(void) {
   test_defaults();
   test_null_and_sizes();
@@ -730,6 +832,7 @@ int main(void) {
   test_ranges();
   test_unsupported();
   test_print();
+  test_knobs();
   test_env_helpers();
   clear_env();
   if (failures) {
