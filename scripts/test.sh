@@ -11,24 +11,30 @@ J=$(nproc)
 step() { echo; echo "=== $*"; }
 
 step "release build + all tests"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEXAR_WERROR=ON >/dev/null
 cmake --build build -j"$J"
 (cd build && ctest -j"$J" --output-on-failure --timeout 600)
 
+step "Release builds, gcc and clang, warnings are errors (compile only)"
+cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DNEXAR_WERROR=ON >/dev/null
+cmake --build build-release -j"$J"
+CC=clang cmake -S . -B build-release-clang -DCMAKE_BUILD_TYPE=Release -DNEXAR_WERROR=ON >/dev/null
+cmake --build build-release-clang -j"$J"
+
 step "AddressSanitizer + UndefinedBehaviorSanitizer"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNEXAR_ASAN=ON >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNEXAR_ASAN=ON -DNEXAR_WERROR=ON >/dev/null
 cmake --build build-asan -j"$J"
 (cd build-asan && LATER_MS=1500 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
   ctest -j"$J" --output-on-failure --timeout 600 -LE "large|netns|chaos")
 
 step "ThreadSanitizer (threaded tests)"
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEXAR_TSAN=ON >/dev/null
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEXAR_TSAN=ON -DNEXAR_WERROR=ON >/dev/null
 cmake --build build-tsan -j"$J"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
   ctest -j"$J" --output-on-failure --timeout 900 -R "unit\.|p2p\.world|p2p\.bulk|rpc|collective\.(basic|nb|many_nb|split|errors|bulk_nb)|unit.sched_sim")
 
 step "libFuzzer targets (${NEXAR_FUZZ_SECONDS:-30} s each)"
-CC=clang cmake -S . -B build-fuzz -DNEXAR_FUZZ=ON -DBUILD_TESTING=OFF \
+CC=clang cmake -S . -B build-fuzz -DNEXAR_FUZZ=ON -DBUILD_TESTING=OFF -DNEXAR_WERROR=ON \
   -DNEXAR_FUZZ_SECONDS="${NEXAR_FUZZ_SECONDS:-30}" >/dev/null
 cmake --build build-fuzz -j"$J"
 (cd build-fuzz && ctest --output-on-failure -L fuzz)

@@ -228,7 +228,7 @@ int main(int argc, char **argv) {
       printf("world_size=%u\n", world);
     else
       printf("world_size=(unset)\n");
-    nx_config_print(stdout, &eff);
+    nx_config_print_all(stdout, &eff);
     nx_config_release(&eff);
     return fflush(stdout) == 0 ? 0 : 1;
   }

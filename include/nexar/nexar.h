@@ -75,38 +75,49 @@ typedef struct nexar_bucket {
 
 /* --------------------------------------------------------------- errors */
 
-/** Success. */
-#define NEXAR_OK 0
-/** NULL pointer, bad dtype/op, zero world, bad config field. */
-#define NEXAR_ERR_INVALID_ARGUMENT (-1)
-/** A rank or root outside the communicator. */
-#define NEXAR_ERR_INVALID_RANK (-2)
-/** A message or buffer of another length than asked. */
-#define NEXAR_ERR_SIZE_MISMATCH (-3)
-/** Ranks called different collectives or the same one with other arguments. */
-#define NEXAR_ERR_MISMATCH (-4)
-/** No progress within the configured timeout. */
-#define NEXAR_ERR_TIMEOUT (-5)
-/** A peer the operation needs is dead or unreachable. */
-#define NEXAR_ERR_PEER_LOST (-6)
-/** The communicator was aborted (nexar_abort here or on a peer). */
-#define NEXAR_ERR_ABORTED (-7)
-/** Bad cluster token or certificate. */
-#define NEXAR_ERR_AUTH (-8)
-/** TLS failure (handshake, credentials). */
-#define NEXAR_ERR_TLS (-9)
-/** Malformed or unexpected bytes from the network, version mismatch. */
-#define NEXAR_ERR_PROTOCOL (-10)
-/** Operating-system I/O failure (socket, bind, thread). */
-#define NEXAR_ERR_IO (-11)
-/** Out of memory. */
-#define NEXAR_ERR_NOMEM (-12)
-/** The remote rank has no handler for this RPC function id. */
-#define NEXAR_ERR_RPC_NO_HANDLER (-13)
-/** The remote RPC handler returned an error. */
-#define NEXAR_ERR_RPC_FAILED (-14)
-/** Not supported by this build or for these arguments. */
-#define NEXAR_ERR_UNSUPPORTED (-15)
+/** Every error code, listed once: X(NAME, value, text) makes NEXAR_ERR_NAME =
+ * value, and nexar_strerror(value) is "NEXAR_ERR_NAME: text". Values are part
+ * of the ABI: never renumber; new codes continue downwards. (libuv's
+ * UV_ERRNO_MAP style: the enum below and nexar_strerror both expand it.) */
+#define NEXAR_ERRNO_MAP(X)                                                                         \
+  /** NULL pointer, bad dtype/op, zero world, bad config field. */                                 \
+  X(INVALID_ARGUMENT, -1, "invalid argument")                                                      \
+  /** A rank or root outside the communicator. */                                                  \
+  X(INVALID_RANK, -2, "rank or root outside the communicator")                                     \
+  /** A message or buffer of another length than asked. */                                         \
+  X(SIZE_MISMATCH, -3, "message or buffer of another length than asked")                           \
+  /** Ranks called different collectives or the same one with other arguments. */                  \
+  X(MISMATCH, -4, "ranks called different collectives or arguments")                               \
+  /** No progress within the configured timeout. */                                                \
+  X(TIMEOUT, -5, "timed out")                                                                      \
+  /** A peer the operation needs is dead or unreachable. */                                        \
+  X(PEER_LOST, -6, "peer lost")                                                                    \
+  /** The communicator was aborted (nexar_abort here or on a peer). */                             \
+  X(ABORTED, -7, "communicator aborted")                                                           \
+  /** Bad cluster token or certificate. */                                                         \
+  X(AUTH, -8, "authentication failed (cluster token or certificate)")                              \
+  /** TLS failure (handshake, credentials). */                                                     \
+  X(TLS, -9, "TLS failure")                                                                        \
+  /** Malformed or unexpected bytes from the network, version mismatch. */                         \
+  X(PROTOCOL, -10, "malformed or unexpected bytes from the network")                               \
+  /** Operating-system I/O failure (socket, bind, thread). */                                      \
+  X(IO, -11, "I/O error")                                                                          \
+  /** Out of memory. */                                                                            \
+  X(NOMEM, -12, "out of memory")                                                                   \
+  /** The remote rank has no handler for this RPC function id. */                                  \
+  X(RPC_NO_HANDLER, -13, "no RPC handler for this function id")                                    \
+  /** The remote RPC handler returned an error. */                                                 \
+  X(RPC_FAILED, -14, "remote RPC handler failed")                                                  \
+  /** Not supported by this build or for these arguments. */                                       \
+  X(UNSUPPORTED, -15, "unsupported")
+
+/** Return codes: NEXAR_OK (0, success) or a negative NEXAR_ERR_* code. */
+typedef enum nexar_error {
+  NEXAR_OK = 0,
+#define NEXAR_ERRNO_ENUM_(name, value, text) NEXAR_ERR_##name = (value),
+  NEXAR_ERRNO_MAP(NEXAR_ERRNO_ENUM_)
+#undef NEXAR_ERRNO_ENUM_
+} nexar_error;
 
 /** Name of an error code ("NEXAR_ERR_TIMEOUT: ..."); never NULL. */
 NEXAR_EXTERN const char *nexar_strerror(int err);

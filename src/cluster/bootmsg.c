@@ -182,7 +182,11 @@ int nx_hello_encode(const nx_hello *m, uint8_t **out, size_t *len) {
   if (!m->csr || m->csr_len == 0 || m->csr_len > NX_BOOT_BLOB_MAX)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "hello encode: CSR of %zu bytes", m->csr_len);
   if (!hello_fields_ok(m->requested_rank, m->world_size, m->topology, m->topology_degree))
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "hello encode: bad rank/world/topology fields");
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "hello encode: rank %u, world %u, topology %u/%u: a rank outside the world, a "
+                   "world over %u or an unknown topology",
+                   (unsigned)m->requested_rank, (unsigned)m->world_size, (unsigned)m->topology,
+                   (unsigned)m->topology_degree, NX_BOOT_WORLD_MAX);
   size_t n = HDR_LEN + 16 + 1 + la + 1 + lh + 4 + m->csr_len;
   wr w = {NULL, 0};
   int rc = alloc_out(n, out, &w);

@@ -20,10 +20,8 @@ static void advertised(nx_ep *ep, const nexar_config *cfg, nx_chan *ch, char *ou
   if (cfg->bind_addr) nx_split_hostport(cfg->bind_addr, host, sizeof host, &port);
   if (!host[0] || !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*"))
     nx_chan_local_ip(ch, host, sizeof host);
-  if (strchr(host, ':'))
-    snprintf(out, cap, "[%s]:%u", host, nx_ep_port(ep));
-  else
-    snprintf(out, cap, "%s:%u", host, nx_ep_port(ep));
+  if (strchr(host, ':')) snprintf(out, cap, "[%s]:%u", host, nx_ep_port(ep));
+  else snprintf(out, cap, "%s:%u", host, nx_ep_port(ep));
 }
 
 /* Connects to the seed, retrying while it is not up yet (launchers start
@@ -31,9 +29,9 @@ static void advertised(nx_ep *ep, const nexar_config *cfg, nx_chan *ch, char *ou
 static int connect_seed(nx_chan **ch, const char *seed, const char *token, uint64_t deadline) {
   for (;;) {
     uint64_t now = nx_now_ns();
-    uint32_t left =
-        deadline ? (uint32_t)NX_MIN((deadline - NX_MIN(deadline, now)) / 1000000ull, UINT32_MAX)
-                 : 60000;
+    uint32_t left = deadline ? (uint32_t)NX_MIN((deadline - NX_MIN(deadline, now)) / 1000000ull,
+                                                 UINT32_MAX)
+                             : 60000;
     if (deadline && left == 0)
       return nx_fail(NEXAR_ERR_TIMEOUT, "join: seed at %s not reachable in time", seed);
     int rc = nx_chan_connect(ch, seed, token, NX_MIN(left, 10000u));
@@ -41,6 +39,32 @@ static int connect_seed(nx_chan **ch, const char *seed, const char *token, uint6
     struct timespec ts = {0, 100000000};
     nanosleep(&ts, NULL);
   }
+}
+
+/* A requested rank and world that cannot work, named with where they came
+ * from ("NEXAR_RANK=7", "NEXAR_WORLD_SIZE=3"), before any socket is opened. */
+static int check_rank_world(const char *who, uint32_t rank, uint32_t world, const char *rank_src,
+                            const char *world_src) {
+  if (world > NX_BOOT_WORLD_MAX)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: a world of %u ranks (%s=%u); at most %u", who,
+                   world, world_src, world, NX_BOOT_WORLD_MAX);
+  if (rank != NX_BOOT_ANY_RANK && world != 0 && rank >= world)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "%s: rank %u is outside a world of %u (%s=%u, %s=%u; ranks are 0..%u)", who,
+                   rank, world, rank_src, rank, world_src, world, world - 1);
+  if (rank != NX_BOOT_ANY_RANK && rank >= NX_BOOT_WORLD_MAX)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: rank %u (%s=%u); ranks are below %u", who, rank,
+                   rank_src, rank, NX_BOOT_WORLD_MAX);
+  return 0;
+}
+
+/* An address from the caller or the environment that fits the bootstrap's
+ * "host:port" field. */
+static int check_addr_len(const char *who, const char *what, const char *addr) {
+  if (strnlen(addr, NX_ADDR_MAX) >= NX_ADDR_MAX)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: %s is longer than %d characters", who, what,
+                   NX_ADDR_MAX - 1);
+  return 0;
 }
 
 /* A torchrun-mode rank 0 stops its seed with its communicator. */
@@ -52,13 +76,15 @@ static int join_ex(nexar_client **out, const char *seed_addr, const nexar_config
                    uint32_t want_rank, uint32_t world_hint, nexar_seed *own_seed) {
   if (!out) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: NULL out");
   *out = NULL;
-  if (!seed_addr || !*seed_addr)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: no seed address");
+  if (!seed_addr || !*seed_addr) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: no seed address");
   nexar_config cfg;
-  int rc = nx_config_resolve(ucfg, &cfg);
+  int rc = check_addr_len("join", "the seed address", seed_addr);
+  if (!rc) rc = check_rank_world("join", want_rank, world_hint, "rank", "world_size");
+  if (!rc) rc = nx_config_resolve(ucfg, &cfg);
   if (rc) return rc;
   const char *token = cfg.cluster_token;
   if (!token) token = getenv("NEXAR_CLUSTER_TOKEN");
+  if (token && strnlen(token, 4097) > 4096) token = NULL; /* as the config table's limit */
   nx_ep *ep = NULL;
   nx_chan *ch = NULL;
   nx_key *key = NULL;
@@ -102,8 +128,7 @@ static int join_ex(nexar_client **out, const char *seed_addr, const nexar_config
     nx_refuse r;
     if (nx_refuse_decode(reply, len, &r) == 0 && r.code < 0)
       rc = nx_fail(r.code, "join: the seed at %s refused: %s", seed_addr, r.reason);
-    else
-      rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: malformed refusal from the seed");
+    else rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: malformed refusal from the seed");
     goto out;
   }
   if (type != NX_BOOT_WELCOME || nx_welcome_decode(reply, len, &w) != 0) {
@@ -157,7 +182,10 @@ int nexar_init_from_env(nexar_client **out) {
   int rc;
   if (seed && *seed) {
     if ((rc = nx_env_u32("NEXAR_WORLD_SIZE", &world, NULL))) return rc;
-    if ((rc = nx_env_u32("NEXAR_RANK", &rank, NULL))) return rc;
+    if ((rc = nx_env_u32("NEXAR_RANK", &rank, NULL)) ||
+        (rc = check_addr_len("init_from_env", "NEXAR_SEED_ADDR", seed)) ||
+        (rc = check_rank_world("init_from_env", rank, world, "NEXAR_RANK", "NEXAR_WORLD_SIZE")))
+      return rc;
     return join_ex(out, seed, NULL, rank, world, NULL);
   }
   const char *maddr = getenv("MASTER_ADDR");
@@ -172,12 +200,14 @@ int nexar_init_from_env(nexar_client **out) {
   if ((rc = nx_env_u32("WORLD_SIZE", &world, &have_world))) return rc;
   if (!have_port || !have_rank || !have_world)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: MASTER_ADDR is set but %s is not",
-                   !have_port   ? "MASTER_PORT"
-                   : !have_rank ? "RANK"
-                                : "WORLD_SIZE");
-  if (world == 0 || rank >= world)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: RANK=%u with WORLD_SIZE=%u", rank,
-                   world);
+                   !have_port ? "MASTER_PORT" : !have_rank ? "RANK" : "WORLD_SIZE");
+  if (world == 0)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: WORLD_SIZE=0; a world has a rank");
+  if ((rc = check_rank_world("init_from_env", rank, world, "RANK", "WORLD_SIZE")))
+    return rc;
+  if (strlen(maddr) > NX_ADDR_MAX - 10) /* room for brackets and ":port" */
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "init_from_env: MASTER_ADDR is longer than %d characters", NX_ADDR_MAX - 10);
   const char *tok = getenv("NEXAR_CLUSTER_TOKEN");
   if (!tok || !*tok)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
@@ -189,10 +219,8 @@ int nexar_init_from_env(nexar_client **out) {
     sport = (agent && !strcmp(agent, "True")) ? (uint16_t)(mport + 1) : mport;
   }
   char addr[NX_ADDR_MAX];
-  if (strchr(maddr, ':') && maddr[0] != '[')
-    snprintf(addr, sizeof addr, "[%s]:%u", maddr, sport);
-  else
-    snprintf(addr, sizeof addr, "%s:%u", maddr, sport);
+  if (strchr(maddr, ':') && maddr[0] != '[') snprintf(addr, sizeof addr, "[%s]:%u", maddr, sport);
+  else snprintf(addr, sizeof addr, "%s:%u", maddr, sport);
   nexar_seed *s = NULL;
   if (rank == 0) { /* rank 0 hosts the seed, as torchrun's store host does */
     char listen[NX_ADDR_MAX];

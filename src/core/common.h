@@ -25,6 +25,12 @@ void nx_set_error_text(const char *text);
 enum { NX_LOG_OFF = 0, NX_LOG_ERROR, NX_LOG_WARN, NX_LOG_INFO, NX_LOG_DEBUG, NX_LOG_TRACE };
 extern int nx_log_level;
 void nx_log_init(void);
+/* Expands a NEXAR_DEBUG_FILE template into out[cap]: %h host, %p pid, %r rank
+ * (NULL host or rank: "x"), %% a '%'; anything else is copied. Length-safe: a
+ * result that does not fit in cap bytes (with its terminator) is refused, not
+ * cut: -1 and out = "". 0 on success. Pure (no I/O); for tests. */
+int nx_log_expand(const char *tmpl, const char *rank, const char *host, long pid, char *out,
+                  size_t cap);
 void nx_log_set_rank(uint32_t rank);
 void nx_log_write(int level, const char *fmt, ...) NX_PRINTF(2, 3);
 #define NX_LOG(lvl, ...)                                                                           \

@@ -23,33 +23,50 @@ enum nx_cfg_kind {
 #define NX_KIB ((uint64_t)1 << 10)
 #define NX_MIB ((uint64_t)1 << 20)
 #define NX_GIB ((uint64_t)1 << 30)
+#define NX_STR_MAX 4096 /* the longest string any variable may hold */
 #define NX_4GIB ((uint64_t)SIZE_MAX < 4 * NX_GIB ? (uint64_t)SIZE_MAX : 4 * NX_GIB)
 
-/* field, variable, kind, default. The order is the print order; topology
- * precedes topology_degree. Appending a field to nexar_config: add its row,
- * a NX_CONFIG_SIZE_Vn and an entry in nx_config_sizes. */
+#define NX_TIB (NX_GIB << 10)
+#define NX_SZ(v) ((uint64_t)SIZE_MAX < (v) ? (uint64_t)SIZE_MAX : (v)) /* 32-bit size_t */
+#define NX_DAY_MS 86400000u
+#define NX_WORLD 65536u /* NX_BOOT_WORLD_MAX: the most ranks a world may have */
+
+/* Zero: Z0 = only the range [min, max]; Z1 = 0 is also accepted (it means "no
+ * limit" for timeouts, "the default" for ring_max_world, "none" for degrees).
+ * Strings: max is the longest accepted length in bytes. */
+enum { Z0 = 0, Z1 = 1 };
+
+/* field, variable, kind, default, min, max, zero. The order is the print
+ * order; topology precedes topology_degree. Every numeric field has a range
+ * (README, "Configuration"); a value outside it, from the environment or set
+ * in the struct, is INVALID_ARGUMENT naming the variable and the range.
+ * Appending a field to nexar_config: add its row, a NX_CONFIG_SIZE_Vn and an
+ * entry in nx_config_sizes. */
 #define NX_CONFIG_FIELDS(X)                                                                        \
-  X(collective_timeout_ms, "NEXAR_COLLECTIVE_TIMEOUT_MS", NX_K_U32, 30000)                         \
-  X(barrier_timeout_ms, "NEXAR_BARRIER_TIMEOUT_MS", NX_K_U32, 30000)                               \
-  X(rpc_timeout_ms, "NEXAR_RPC_TIMEOUT_MS", NX_K_U32, 30000)                                       \
-  X(connect_timeout_ms, "NEXAR_CONNECT_TIMEOUT_MS", NX_K_U32, 60000)                               \
-  X(large_msg_bytes, "NEXAR_LARGE_MSG_BYTES", NX_K_BYTES, 8 * NX_MIB)                              \
-  X(pipeline_segment_bytes, "NEXAR_PIPELINE_SEGMENT_BYTES", NX_K_BYTES, 2 * NX_MIB)                \
-  X(ring_max_world, "NEXAR_RING_MAX_WORLD", NX_K_U32, 8)                                           \
-  X(bulk_transport, "NEXAR_BULK_TRANSPORT", NX_K_BOOL, 1)                                          \
-  X(encrypt_bulk, "NEXAR_ENCRYPT_BULK", NX_K_BOOL, 1)                                              \
-  X(compressed_allreduce_max_bytes, "NEXAR_COMPRESSED_ALLREDUCE_MAX_BYTES", NX_K_BYTES, NX_4GIB)   \
-  X(heartbeat_interval_ms, "NEXAR_HEARTBEAT_INTERVAL_MS", NX_K_U32, 1000)                          \
-  X(heartbeat_timeout_ms, "NEXAR_HEARTBEAT_TIMEOUT_MS", NX_K_U32, 5000)                            \
-  X(recovery_timeout_ms, "NEXAR_RECOVERY_TIMEOUT_MS", NX_K_U32, 30000)                             \
-  X(recovery_policy, "NEXAR_RECOVERY_POLICY", NX_K_POLICY, NEXAR_RECOVERY_AUTOMATIC)               \
-  X(topology, "NEXAR_TOPOLOGY", NX_K_TOPOLOGY, NEXAR_TOPO_FULL_MESH)                               \
-  X(topology_degree, "NEXAR_TOPOLOGY_DEGREE", NX_K_U32, 0)                                         \
-  X(elastic_min_world, "NEXAR_ELASTIC_MIN_WORLD", NX_K_U32, 1)                                     \
-  X(elastic_max_world, "NEXAR_ELASTIC_MAX_WORLD", NX_K_U32, 0)                                     \
-  X(elastic_checkpoint_timeout_ms, "NEXAR_ELASTIC_CHECKPOINT_TIMEOUT_MS", NX_K_U32, 60000)         \
-  X(cluster_token, "NEXAR_CLUSTER_TOKEN", NX_K_SECRET, 0)                                          \
-  X(bind_addr, "NEXAR_BIND_ADDR", NX_K_STR, 0)
+  X(collective_timeout_ms, "NEXAR_COLLECTIVE_TIMEOUT_MS", NX_K_U32, 30000, 1, NX_DAY_MS, Z1)       \
+  X(barrier_timeout_ms, "NEXAR_BARRIER_TIMEOUT_MS", NX_K_U32, 30000, 1, NX_DAY_MS, Z1)             \
+  X(rpc_timeout_ms, "NEXAR_RPC_TIMEOUT_MS", NX_K_U32, 30000, 1, NX_DAY_MS, Z1)                     \
+  X(connect_timeout_ms, "NEXAR_CONNECT_TIMEOUT_MS", NX_K_U32, 60000, 1, NX_DAY_MS, Z1)             \
+  X(large_msg_bytes, "NEXAR_LARGE_MSG_BYTES", NX_K_BYTES, 8 * NX_MIB, NX_KIB, NX_SZ(NX_TIB), Z0)   \
+  X(pipeline_segment_bytes, "NEXAR_PIPELINE_SEGMENT_BYTES", NX_K_BYTES, 2 * NX_MIB, 16 * NX_KIB,   \
+    NX_GIB, Z0)                                                                                    \
+  X(ring_max_world, "NEXAR_RING_MAX_WORLD", NX_K_U32, 8, 1, NX_WORLD, Z1)                          \
+  X(bulk_transport, "NEXAR_BULK_TRANSPORT", NX_K_BOOL, 1, 0, 1, Z1)                                \
+  X(encrypt_bulk, "NEXAR_ENCRYPT_BULK", NX_K_BOOL, 1, 0, 1, Z1)                                    \
+  X(compressed_allreduce_max_bytes, "NEXAR_COMPRESSED_ALLREDUCE_MAX_BYTES", NX_K_BYTES, NX_4GIB,   \
+    1, SIZE_MAX, Z1)                                                                               \
+  X(heartbeat_interval_ms, "NEXAR_HEARTBEAT_INTERVAL_MS", NX_K_U32, 1000, 10, 600000, Z0)          \
+  X(heartbeat_timeout_ms, "NEXAR_HEARTBEAT_TIMEOUT_MS", NX_K_U32, 5000, 20, 3600000, Z0)           \
+  X(recovery_timeout_ms, "NEXAR_RECOVERY_TIMEOUT_MS", NX_K_U32, 30000, 1, NX_DAY_MS, Z1)           \
+  X(recovery_policy, "NEXAR_RECOVERY_POLICY", NX_K_POLICY, NEXAR_RECOVERY_AUTOMATIC, 0, 2, Z1)     \
+  X(topology, "NEXAR_TOPOLOGY", NX_K_TOPOLOGY, NEXAR_TOPO_FULL_MESH, 0, 2, Z1)                     \
+  X(topology_degree, "NEXAR_TOPOLOGY_DEGREE", NX_K_U32, 0, 2, NX_WORLD - 2, Z1)                    \
+  X(elastic_min_world, "NEXAR_ELASTIC_MIN_WORLD", NX_K_U32, 1, 1, NX_WORLD, Z0)                    \
+  X(elastic_max_world, "NEXAR_ELASTIC_MAX_WORLD", NX_K_U32, 0, 1, NX_WORLD, Z1)                    \
+  X(elastic_checkpoint_timeout_ms, "NEXAR_ELASTIC_CHECKPOINT_TIMEOUT_MS", NX_K_U32, 60000, 1,      \
+    NX_DAY_MS, Z1)                                                                                 \
+  X(cluster_token, "NEXAR_CLUSTER_TOKEN", NX_K_SECRET, 0, 0, NX_STR_MAX, Z1)                       \
+  X(bind_addr, "NEXAR_BIND_ADDR", NX_K_STR, 0, 0, 300, Z1)
 
 typedef struct nx_cfg_entry {
   const char *field;
@@ -57,10 +74,13 @@ typedef struct nx_cfg_entry {
   size_t offset;
   enum nx_cfg_kind kind;
   uint64_t def;
+  uint64_t min, max; /* numbers: the range; strings: max = longest length */
+  int zero_ok;       /* 0 is accepted besides [min, max] */
 } nx_cfg_entry;
 
 static const nx_cfg_entry nx_cfg_table[] = {
-#define NX_ROW(f, env, kind, def) {#f, env, offsetof(nexar_config, f), kind, (uint64_t)(def)},
+#define NX_ROW(f, env, kind, def, lo, hi, z)                                                       \
+  {#f, env, offsetof(nexar_config, f), kind, (uint64_t)(def), (uint64_t)(lo), (uint64_t)(hi), z},
     NX_CONFIG_FIELDS(NX_ROW)
 #undef NX_ROW
 };
@@ -74,7 +94,7 @@ static const nx_cfg_entry nx_cfg_table[] = {
    : (kind) == NX_K_POLICY   ? sizeof(nexar_recovery_policy)                                       \
    : (kind) == NX_K_TOPOLOGY ? sizeof(nexar_topology)                                              \
                              : sizeof(const char *))
-#define NX_CHECK(f, env, kind, def)                                                                \
+#define NX_CHECK(f, env, kind, def, lo, hi, z)                                                     \
   _Static_assert(sizeof(((nexar_config *)0)->f) == NX_KIND_SIZE(kind), #f ": width vs kind");
 NX_CONFIG_FIELDS(NX_CHECK)
 #undef NX_CHECK
@@ -269,6 +289,47 @@ static int nx_parse_topology(const char *what, const char *s, nexar_topology *ou
                  NX_SHOWN, s);
 }
 
+/* ---------------------------------------------------------------- ranges */
+
+/* "16384 (16 KiB)" for byte sizes that are whole binary units, else "16385". */
+static const char *nx_fmt_num(char *buf, size_t cap, enum nx_cfg_kind kind, uint64_t v) {
+  static const char *const unit[] = {"KiB", "MiB", "GiB", "TiB"};
+  int u = -1;
+  uint64_t x = v;
+  while (kind == NX_K_BYTES && x >= 1024 && x % 1024 == 0 && u < 3)
+    x /= 1024, u++;
+  if (u >= 0 && v != SIZE_MAX)
+    snprintf(buf, cap, "%" PRIu64 " (%" PRIu64 " %s)", v, x, unit[u]);
+  else
+    snprintf(buf, cap, "%" PRIu64, v);
+  return buf;
+}
+
+/* The allowed range as a phrase: "1..86400000, or 0 (see README)". */
+static const char *nx_fmt_range(char *buf, size_t cap, const nx_cfg_entry *e) {
+  char lo[48], hi[48];
+  snprintf(buf, cap, "%s..%s%s", nx_fmt_num(lo, sizeof lo, e->kind, e->min),
+           nx_fmt_num(hi, sizeof hi, e->kind, e->max), e->zero_ok ? ", or 0" : "");
+  return buf;
+}
+
+static int nx_in_range(const nx_cfg_entry *e, uint64_t v) {
+  return (v >= e->min && v <= e->max) || (e->zero_ok && v == 0);
+}
+
+/* A value of e's numeric field, whatever its width. */
+static uint64_t nx_get_num(const nexar_config *c, const nx_cfg_entry *e) {
+  const char *p = (const char *)c + e->offset;
+  if (e->kind == NX_K_BYTES) {
+    size_t x;
+    memcpy(&x, p, sizeof x);
+    return x;
+  }
+  uint32_t x;
+  memcpy(&x, p, sizeof x);
+  return x;
+}
+
 /* --------------------------------------------------------- environment */
 
 static const char *nx_getenv_set(const char *name) {
@@ -320,14 +381,20 @@ static int nx_apply_env(nexar_config *c) {
     if (!v) continue;
     int rc = 0;
     switch (e->kind) {
-    case NX_K_U32: {
-      uint32_t x = 0;
-      if ((rc = nx_parse_u32(e->env, v, &x)) == 0) nx_set_num(c, e, x);
-      break;
-    }
+    case NX_K_U32:
     case NX_K_BYTES: {
+      uint32_t x32 = 0;
       size_t x = 0;
-      if ((rc = nx_parse_bytes(e->env, v, &x)) == 0) nx_set_num(c, e, x);
+      if (e->kind == NX_K_U32)
+        rc = nx_parse_u32(e->env, v, &x32), x = x32;
+      else
+        rc = nx_parse_bytes(e->env, v, &x);
+      if (rc == 0 && !nx_in_range(e, x)) {
+        char r[160];
+        rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s='%.*s': out of range; allowed %s", e->env,
+                     NX_SHOWN, v, nx_fmt_range(r, sizeof r, e));
+      }
+      if (rc == 0) nx_set_num(c, e, x);
       break;
     }
     case NX_K_BOOL: {
@@ -344,7 +411,11 @@ static int nx_apply_env(nexar_config *c) {
       break;
     case NX_K_STR:
     case NX_K_SECRET:
-      nx_set_str(c, e, v);
+      if (strnlen(v, e->max + 1) > e->max)
+        rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: longer than %" PRIu64 " characters", e->env,
+                     e->max);
+      else
+        nx_set_str(c, e, v);
       break;
     }
     if (rc != 0) return rc;
@@ -388,10 +459,21 @@ int nexar_config_default_sized(nexar_config *cfg, size_t struct_size) {
 
 static int nx_config_validate(const nexar_config *c) {
   const int bad = NEXAR_ERR_INVALID_ARGUMENT;
-  if (c->heartbeat_interval_ms == 0)
-    return nx_fail(bad, "config.heartbeat_interval_ms must be non-zero");
-  if (c->heartbeat_timeout_ms == 0)
-    return nx_fail(bad, "config.heartbeat_timeout_ms must be non-zero");
+  for (size_t i = 0; i < NX_CFG_COUNT; i++) {
+    const nx_cfg_entry *e = &nx_cfg_table[i];
+    char r[160];
+    if (e->kind == NX_K_U32 || e->kind == NX_K_BYTES) {
+      uint64_t v = nx_get_num(c, e);
+      if (!nx_in_range(e, v))
+        return nx_fail(bad, "config.%s = %" PRIu64 " is out of range: allowed %s (%s)", e->field, v,
+                       nx_fmt_range(r, sizeof r, e), e->env);
+    } else if (e->kind == NX_K_STR || e->kind == NX_K_SECRET) {
+      const char *v = nx_get_str(c, e);
+      if (v && strnlen(v, e->max + 1) > e->max)
+        return nx_fail(bad, "config.%s is longer than %" PRIu64 " characters (%s)", e->field,
+                       e->max, e->env);
+    }
+  }
   if (c->heartbeat_timeout_ms <= c->heartbeat_interval_ms)
     return nx_fail(bad,
                    "config.heartbeat_timeout_ms must exceed heartbeat_interval_ms (%" PRIu32
@@ -408,15 +490,11 @@ static int nx_config_validate(const nexar_config *c) {
                    "config.topology_degree must be even and >= 2 for NEXAR_TOPO_K_REGULAR "
                    "(got %" PRIu32 ")",
                    c->topology_degree);
-  if (c->elastic_min_world < 1) return nx_fail(bad, "config.elastic_min_world must be >= 1");
   if (c->elastic_max_world != 0 && c->elastic_max_world < c->elastic_min_world)
     return nx_fail(bad,
                    "config.elastic_max_world must be 0 (unlimited) or >= elastic_min_world "
                    "(%" PRIu32 " < %" PRIu32 ")",
                    c->elastic_max_world, c->elastic_min_world);
-  if (c->pipeline_segment_bytes == 0)
-    return nx_fail(bad, "config.pipeline_segment_bytes must be non-zero");
-  if (c->large_msg_bytes == 0) return nx_fail(bad, "config.large_msg_bytes must be non-zero");
   if (c->bind_addr) {
     char host[256];
     uint16_t port;
@@ -424,6 +502,22 @@ static int nx_config_validate(const nexar_config *c) {
       return nx_fail(bad, "config.bind_addr '%.*s': expected host:port (port 0: ephemeral)",
                      NX_SHOWN, c->bind_addr);
   }
+  return 0;
+}
+
+/* Settings that are valid but not implemented yet: refused, never silently
+ * replaced (a full mesh, host memory). */
+static int nx_config_supported(const nexar_config *c) {
+  if (c->topology != NEXAR_TOPO_FULL_MESH)
+    return nx_fail(NEXAR_ERR_UNSUPPORTED,
+                   "config.topology = %s (NEXAR_TOPOLOGY, degree %" PRIu32
+                   "): sparse topologies are not implemented yet; only full_mesh is, and a "
+                   "full mesh is not formed in their place",
+                   nx_topology_name(c->topology), c->topology_degree);
+  if (c->adapter)
+    return nx_fail(NEXAR_ERR_UNSUPPORTED,
+                   "config.adapter: device adapters are not implemented yet; buffers must be "
+                   "host memory and adapter NULL");
   return 0;
 }
 
@@ -446,6 +540,9 @@ int nx_config_resolve(const nexar_config *in, nexar_config *out) {
   if (tmp.cluster_token && !*tmp.cluster_token) tmp.cluster_token = NULL;
   if (tmp.bind_addr && !*tmp.bind_addr) tmp.bind_addr = NULL;
   if (rc == 0) rc = nx_config_validate(&tmp);
+  if (rc == 0) rc = nx_config_supported(&tmp);
+  nx_knobs knobs;
+  if (rc == 0) rc = nx_knobs_from_env(&knobs); /* environment-only knobs: checked here too */
   memset(out, 0, sizeof *out);
   if (rc != 0) return rc;
   const char *tok = tmp.cluster_token, *bind = tmp.bind_addr;
@@ -512,4 +609,13 @@ void nx_config_print(FILE *f, const nexar_config *c) {
     }
   }
   fprintf(f, "NEXAR_ADAPTER=%s\n", c->adapter ? "(set)" : "(none)");
+}
+
+void nx_config_print_all(FILE *f, const nexar_config *c) {
+  if (!f || !c) return;
+  nx_config_print(f, c);
+  nx_knobs k;
+  fprintf(f, "# environment-only knobs\n");
+  if (nx_knobs_from_env(&k) != 0) fprintf(f, "# %s\n", nexar_last_error());
+  nx_knobs_print(f, &k);
 }

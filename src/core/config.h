@@ -14,8 +14,10 @@
  *                         sets topology_degree, and must agree with
  *                         NEXAR_TOPOLOGY_DEGREE when both are set)
  *   strings               any text; the pointer points into the environment
- * A variable that is set but empty counts as unset. A malformed one is
- * NEXAR_ERR_INVALID_ARGUMENT with a sentence naming it and its value.
+ * A variable that is set but empty counts as unset. A malformed one, a number
+ * outside the field's range, or a string over its length limit is
+ * NEXAR_ERR_INVALID_ARGUMENT with a sentence naming it, its value and (for
+ * numbers) the allowed range.
  *
  * Struct versions: nexar_config only grows at the end. A struct_size is valid
  * when it equals the size of a released layout (today only v1, the struct as
@@ -51,7 +53,14 @@ int nx_config_fill_default(nexar_config *cfg, size_t nbytes);
  * outlive the call; booleans become 0/1. adapter is copied as a pointer.
  * out must not alias in; on failure out is zeroed (nx_config_release on it is
  * a no-op). To inherit a config (sub-communicators), resolve the parent's
- * resolved copy into the child. 0, INVALID_ARGUMENT or NOMEM. */
+ * resolved copy into the child. Every numeric field must lie in its range
+ * (config.c's table, README "Configuration"): "config.pipeline_segment_bytes
+ * = 1 is out of range: allowed 16384 (16 KiB)..1073741824 (1 GiB)
+ * (NEXAR_PIPELINE_SEGMENT_BYTES)"; strings have a length limit. A valid but
+ * unimplemented setting (a topology other than full_mesh, a non-NULL
+ * adapter) is NEXAR_ERR_UNSUPPORTED with a sentence saying so, never a
+ * silent full mesh or host-memory path. 0, INVALID_ARGUMENT, UNSUPPORTED or
+ * NOMEM. */
 int nx_config_resolve(const nexar_config *in, nexar_config *out);
 
 /* Frees the strings nx_config_resolve duplicated and sets them to NULL. NULL
@@ -62,6 +71,40 @@ void nx_config_release(nexar_config *c);
  * enums by name, the cluster token only as "(set)" or "(unset)", NULL
  * bind_addr as "(unset)", adapter as "(none)" or "(set)"). */
 void nx_config_print(FILE *f, const nexar_config *c);
+/* As nx_config_print, then the internal knobs from the environment (or a
+ * comment line with their error). What nexar-seed --print-config shows. */
+void nx_config_print_all(FILE *f, const nexar_config *c);
+
+/* Internal knobs: the environment-only extension of the table (knobs.c), for
+ * settings outside the public nexar_config (logging, tuning, test hooks).
+ * The same rules: strict parsing, a range for every number, a length limit
+ * for every string, errors naming the variable, printed by nx_config_print.
+ * nx_config_resolve parses them too, so a malformed knob fails the call that
+ * takes a config; each endpoint keeps its parsed copy (ep->knobs) and call
+ * sites read that, not getenv. NEXAR_TEST_IMPAIR is only checked for length
+ * here; udp.c parses its syntax when it opens the socket. */
+#define NX_KNOB_AUTO UINT32_MAX    /* a u32 knob left to the library */
+#define NX_KNOB_AUTO_SIZE SIZE_MAX /* a byte-size knob left to the library */
+typedef struct nx_knobs {
+  int debug;               /* NEXAR_DEBUG: off|error|warn|info|debug|trace (0 off, 1 debug) */
+  const char *debug_file;  /* NEXAR_DEBUG_FILE: template with %h %p %r %%, < PATH_MAX */
+  int dump_on_timeout;     /* NEXAR_DUMP_ON_TIMEOUT: bool, 0 */
+  int lane;                /* NEXAR_LANE: bool, 1 (0: no same-host datagram lane) */
+  uint32_t yield_us;       /* NEXAR_YIELD_US: 0..1000000 or auto */
+  uint32_t spin_us;        /* NEXAR_SPIN_US: 0..1000000 or auto */
+  const char *quic_cc;     /* NEXAR_QUIC_CC: "bbr2" (default), "bbr", "cubic", "reno" */
+  const char *reduce_impl; /* NEXAR_REDUCE_IMPL: "auto" (default), "scalar", "avx2", "avx512" */
+  int bulk_tcp_local;      /* NEXAR_BULK_TCP_LOCAL: bool, 0 */
+  size_t bulk_min_bytes;   /* NEXAR_BULK_MIN_BYTES: 0..1 TiB or auto */
+  const char *test_impair; /* NEXAR_TEST_IMPAIR: at most 512 characters */
+} nx_knobs;
+/* Defaults only. */
+void nx_knobs_defaults(nx_knobs *k);
+/* Defaults plus the environment; on a malformed variable, k holds the
+ * defaults and INVALID_ARGUMENT names the variable. */
+int nx_knobs_from_env(nx_knobs *k);
+/* NEXAR_X=value lines (auto, names for enums, "(unset)" strings). */
+void nx_knobs_print(FILE *f, const nx_knobs *k);
 
 /* "automatic", "manual", "abort"; "?" for an invalid value. */
 const char *nx_recovery_policy_name(nexar_recovery_policy p);

@@ -5,30 +5,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NX_ERRORS(X)                                                                               \
-  X(NEXAR_OK, "success")                                                                           \
-  X(NEXAR_ERR_INVALID_ARGUMENT, "invalid argument")                                                \
-  X(NEXAR_ERR_INVALID_RANK, "rank or root outside the communicator")                               \
-  X(NEXAR_ERR_SIZE_MISMATCH, "message or buffer of another length than asked")                     \
-  X(NEXAR_ERR_MISMATCH, "ranks called different collectives or arguments")                         \
-  X(NEXAR_ERR_TIMEOUT, "timed out")                                                                \
-  X(NEXAR_ERR_PEER_LOST, "peer lost")                                                              \
-  X(NEXAR_ERR_ABORTED, "communicator aborted")                                                     \
-  X(NEXAR_ERR_AUTH, "authentication failed (cluster token or certificate)")                        \
-  X(NEXAR_ERR_TLS, "TLS failure")                                                                  \
-  X(NEXAR_ERR_PROTOCOL, "malformed or unexpected bytes from the network")                          \
-  X(NEXAR_ERR_IO, "I/O error")                                                                     \
-  X(NEXAR_ERR_NOMEM, "out of memory")                                                              \
-  X(NEXAR_ERR_RPC_NO_HANDLER, "no RPC handler for this function id")                               \
-  X(NEXAR_ERR_RPC_FAILED, "remote RPC handler failed")                                             \
-  X(NEXAR_ERR_UNSUPPORTED, "unsupported")
-
+/* The codes and their texts come from NEXAR_ERRNO_MAP in nexar.h, the one
+ * list; nothing here repeats it. */
 const char *nexar_strerror(int err) {
   switch (err) {
-#define NX_CASE(code, text)                                                                        \
-  case code:                                                                                       \
-    return #code ": " text;
-    NX_ERRORS(NX_CASE)
+  case NEXAR_OK:
+    return "NEXAR_OK: success";
+#define NX_CASE(name, value, text)                                                                 \
+  case NEXAR_ERR_##name:                                                                           \
+    return "NEXAR_ERR_" #name ": " text;
+    NEXAR_ERRNO_MAP(NX_CASE)
 #undef NX_CASE
   default:
     return "NEXAR_ERR_?: unknown error code";

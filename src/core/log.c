@@ -1,11 +1,12 @@
 /* NEXAR_DEBUG logging: silent by default, lines prefixed host:pid:rank. */
-#include "core/common.h"
+#include "core/config.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,34 +17,72 @@ static _Thread_local int nx_log_rank = -1;
 static pthread_once_t nx_log_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t nx_log_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void nx_log_setup(void) {
-  const char *lv = getenv("NEXAR_DEBUG");
-  if (!lv || !*lv) return;
-  static const char *names[] = {"off", "error", "warn", "info", "debug", "trace"};
-  nx_log_level = NX_LOG_DEBUG; /* a set but unknown value means "debug" */
-  for (int i = 0; i < 6; i++)
-    if (strcasecmp(lv, names[i]) == 0) nx_log_level = i;
-  if (strcmp(lv, "1") == 0) nx_log_level = NX_LOG_DEBUG;
-  gethostname(nx_log_host, sizeof nx_log_host - 1);
-  nx_log_fp = stderr;
-  const char *file = getenv("NEXAR_DEBUG_FILE");
-  if (file && *file) {
-    char path[512];
-    size_t o = 0;
-    for (const char *p = file; *p && o + 32 < sizeof path; p++) {
-      if (p[0] == '%' && p[1] == 'h') {
-        o += (size_t)snprintf(path + o, sizeof path - o, "%s", nx_log_host), p++;
-      } else if (p[0] == '%' && p[1] == 'p') {
-        o += (size_t)snprintf(path + o, sizeof path - o, "%d", (int)getpid()), p++;
-      } else if (p[0] == '%' && p[1] == 'r') {
-        o += (size_t)snprintf(path + o, sizeof path - o, "%s", getenv("RANK") ? getenv("RANK") : "x"),
-            p++;
-      } else {
-        path[o++] = *p;
+int nx_log_expand(const char *tmpl, const char *rank, const char *host, long pid, char *out,
+                  size_t cap) {
+  if (!out || cap == 0) return -1;
+  out[0] = '\0';
+  if (!tmpl) return -1;
+  char pidbuf[24];
+  snprintf(pidbuf, sizeof pidbuf, "%ld", pid);
+  size_t o = 0;
+  for (const char *p = tmpl; *p; p++) {
+    const char *piece = p; /* what to append, and how long */
+    size_t n = 1;
+    if (p[0] == '%' && p[1]) {
+      const char *sub = NULL;
+      switch (p[1]) {
+      case 'h':
+        sub = host ? host : "x";
+        break;
+      case 'p':
+        sub = pidbuf;
+        break;
+      case 'r':
+        sub = rank ? rank : "x";
+        break;
+      case '%':
+        sub = "%";
+        break;
+      default:
+        break; /* an unknown %c stays as written */
+      }
+      if (sub) {
+        piece = sub;
+        n = strlen(sub);
+        p++;
       }
     }
-    path[o] = 0;
-    FILE *f = fopen(path, "a");
+    if (n >= cap - o) { /* no room for it and the terminator: refuse, never cut */
+      out[0] = '\0';
+      return -1;
+    }
+    memcpy(out + o, piece, n);
+    o += n;
+  }
+  out[o] = '\0';
+  return 0;
+}
+
+static void nx_log_setup(void) {
+  /* A malformed knob leaves logging off; the call that takes a config then
+   * fails naming the variable (nx_config_resolve parses the same table). */
+  nx_knobs k;
+  if (nx_knobs_from_env(&k) != 0 || k.debug == NX_LOG_OFF) return;
+  nx_log_level = k.debug;
+  gethostname(nx_log_host, sizeof nx_log_host - 1);
+  nx_log_fp = stderr;
+  const char *file = k.debug_file;
+  if (file && *file) {
+    char path[PATH_MAX];
+    FILE *f = NULL;
+    if (nx_log_expand(file, getenv("RANK"), nx_log_host, (long)getpid(), path, sizeof path) != 0)
+      fprintf(stderr,
+              "nexar: NEXAR_DEBUG_FILE: the expanded path is longer than %d bytes; "
+              "logging to stderr\n",
+              (int)sizeof path - 1);
+    else if (!(f = fopen(path, "a")))
+      fprintf(stderr, "nexar: NEXAR_DEBUG_FILE: cannot open '%.200s' (%s); logging to stderr\n",
+              path, strerror(errno));
     if (f) nx_log_fp = f;
   }
 }

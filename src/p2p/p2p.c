@@ -23,7 +23,7 @@ static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   *out = NULL;
   int rc = nx_comm_check(c, "send");
   if (rc) return rc;
-  uint64_t total;
+  uint64_t total = 0; /* set by check_iov; gcc -O3 cannot see it */
   if ((rc = check_iov(iov, n, "send", &total))) return rc;
   if (dest >= c->size)
     return nx_fail(NEXAR_ERR_INVALID_RANK, "send to rank %u: comm %llu has %u ranks", dest,
@@ -60,7 +60,7 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   *out = NULL;
   int rc = nx_comm_check(c, "recv");
   if (rc) return rc;
-  uint64_t total;
+  uint64_t total = 0; /* set by check_iov; gcc -O3 cannot see it */
   if ((rc = check_iov(iov, n, "recv", &total))) return rc;
   if (src >= c->size)
     return nx_fail(NEXAR_ERR_INVALID_RANK, "recv from rank %u: comm %llu has %u ranks", src,

@@ -3,6 +3,8 @@
  * SIMD files must match this file bit for bit. */
 #include "reduce/reduce.h"
 
+#include "core/config.h"
+
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,7 +335,8 @@ static int impl_by_name(const char *name) {
 }
 
 static int impl_auto(void) {
-  const char *env = getenv("NEXAR_REDUCE_IMPL");
+  nx_knobs k; /* NEXAR_REDUCE_IMPL, checked by the config table ("auto": no impl of that name) */
+  const char *env = nx_knobs_from_env(&k) == 0 ? k.reduce_impl : NULL;
   if (env && *env) {
     int i = impl_by_name(env);
     if (i >= 0 && impl_available(i)) return i;

@@ -60,7 +60,7 @@ void nx_comm_log_end(nx_comm *c, uint64_t id, int rc, const char *detail) {
   if (rc == NEXAR_ERR_TIMEOUT) {
     NX_ERROR("timeout on comm %llu rank %u: %s", (unsigned long long)c->id, c->rank,
              detail ? detail : "");
-    if (nx_oplog_dump_on_timeout()) nx_oplog_dump(&c->log, stderr, c->id, c->rank);
+    if (c->ep->knobs.dump_on_timeout) nx_oplog_dump(&c->log, stderr, c->id, c->rank);
   }
   pthread_mutex_unlock(&c->ep->mu);
 }

@@ -50,28 +50,18 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   atomic_init(&ep->refs, 1);
   ep->hb_interval_ns = (uint64_t)ep->cfg.heartbeat_interval_ms * 1000000ull;
   ep->hb_timeout_ns = (uint64_t)ep->cfg.heartbeat_timeout_ms * 1000000ull;
-  if ((rc = nx_quic_cc_from_env(&ep->cc_algo)) || (rc = nx_random(ep->shm_cookie, 16))) goto fail;
+  /* environment-only knobs, parsed and bounded by the table (core/knobs.c) */
+  if ((rc = nx_knobs_from_env(&ep->knobs)) || (rc = nx_random(ep->shm_cookie, 16))) goto fail;
+  const nx_knobs *k = &ep->knobs;
+  if ((rc = nx_quic_cc_by_name(k->quic_cc, &ep->cc_algo))) goto fail;
   ep->ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
-  ep->spin_override = -1;
-  ep->yield_ns = NX_YIELD_NS;
-  const char *yv = getenv("NEXAR_YIELD_US");
-  if (yv && *yv) {
-    uint32_t us;
-    if ((rc = nx_parse_u32("NEXAR_YIELD_US", yv, &us))) goto fail;
-    ep->yield_ns = (uint64_t)us * 1000ull;
-  }
-  const char *sp = getenv("NEXAR_SPIN_US");
-  if (sp && *sp) {
-    uint32_t us;
-    if ((rc = nx_parse_u32("NEXAR_SPIN_US", sp, &us))) goto fail;
-    ep->spin_override = us;
-  }
+  ep->spin_override = k->spin_us == NX_KNOB_AUTO ? -1 : (long)k->spin_us;
+  ep->yield_ns = k->yield_us == NX_KNOB_AUTO ? NX_YIELD_NS : (uint64_t)k->yield_us * 1000ull;
   /* bench and test knobs of the inter-host bulk path (bench/README.md) */
-  size_t bmin = ep->cfg.encrypt_bulk ? NX_BULK_TLS_MIN : NX_BULK_PLAIN_MIN;
-  if ((rc = nx_env_bool("NEXAR_BULK_TCP_LOCAL", &ep->bulk_tcp_local, NULL)) ||
-      (rc = nx_env_bytes("NEXAR_BULK_MIN_BYTES", &bmin, NULL)))
-    goto fail;
-  ep->bulk_min = bmin;
+  ep->bulk_tcp_local = k->bulk_tcp_local;
+  ep->bulk_min = k->bulk_min_bytes != NX_KNOB_AUTO_SIZE ? k->bulk_min_bytes
+                 : ep->cfg.encrypt_bulk                 ? NX_BULK_TLS_MIN
+                                                        : NX_BULK_PLAIN_MIN;
   rc = nx_udp_open(&ep->udp, bind_host, port);
   if (rc) goto fail;
   nx_lane_open(ep);

@@ -16,6 +16,7 @@
 #include <sys/un.h>
 
 #include "core/common.h"
+#include "core/config.h"
 #include "core/frame.h"
 #include "transport/udp.h"
 #include "runtime/work.h"
@@ -184,6 +185,7 @@ struct nx_ep {
   _Atomic uint64_t next_due;       /* the deadline the last progress step returned */
   atomic_int local_peers;          /* peers proven on this host */
   int ncpu;                        /* online CPUs */
+  nx_knobs knobs;                  /* environment-only knobs, parsed at creation */
   long spin_override;              /* NEXAR_SPIN_US, -1 if unset */
   uint64_t yield_ns;               /* NEXAR_YIELD_US */
   pthread_t thr;

@@ -53,8 +53,7 @@ static socklen_t lane_name(struct sockaddr_un *a, const uint8_t cookie[16]) {
 
 int nx_lane_open(nx_ep *ep) {
   ep->lane_fd = -1;
-  const char *off = getenv("NEXAR_LANE");
-  if (!ep->cfg.bulk_transport || (off && strcmp(off, "0") == 0)) return 0;
+  if (!ep->cfg.bulk_transport || !ep->knobs.lane) return 0; /* NEXAR_LANE=0 */
   int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) return 0; /* QUIC carries everything */
   struct sockaddr_un a;

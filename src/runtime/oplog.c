@@ -49,8 +49,3 @@ void nx_oplog_dump(const nx_oplog *l, FILE *f, uint64_t comm_id, uint32_t rank) 
   }
   fflush(f);
 }
-
-int nx_oplog_dump_on_timeout(void) {
-  const char *v = getenv("NEXAR_DUMP_ON_TIMEOUT");
-  return v && *v && strcmp(v, "0") != 0 && strcmp(v, "false") != 0 && strcmp(v, "no") != 0;
-}

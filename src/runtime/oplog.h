@@ -38,7 +38,5 @@ uint64_t nx_oplog_begin(nx_oplog *l, uint64_t seq, const char *op, uint64_t byte
 void nx_oplog_end(nx_oplog *l, uint64_t id, int rc, const char *detail);
 /* Writes the ring, oldest first. */
 void nx_oplog_dump(const nx_oplog *l, FILE *f, uint64_t comm_id, uint32_t rank);
-/* 1 when NEXAR_DUMP_ON_TIMEOUT is set to a true value. */
-int nx_oplog_dump_on_timeout(void);
 
 #endif

@@ -22,7 +22,14 @@ nexar_request *nx_req_new(void) {
   pthread_cond_init(&r->cv, &ca);
   pthread_condattr_destroy(&ca);
   atomic_store(&r->progress_ns, nx_now_ns());
+  r->magic = NX_REQ_LIVE;
   return r;
+}
+
+void nx_req_check(const nexar_request *r, const char *who) {
+  if (r->magic == NX_REQ_LIVE) return;
+  fprintf(stderr, "%s: request already completed and freed (double wait)\n", who);
+  abort();
 }
 
 void nx_req_complete(nexar_request *r, int rc, const char *errtext) {
@@ -45,6 +52,7 @@ void nx_req_complete(nexar_request *r, int rc, const char *errtext) {
 
 void nx_req_free(nexar_request *r) {
   if (!r) return;
+  nx_req_check(r, "nexar_wait");
   /* the completing thread may still be inside nx_req_complete's unlock */
   pthread_mutex_lock(&r->mu);
   pthread_mutex_unlock(&r->mu);
@@ -53,6 +61,7 @@ void nx_req_free(nexar_request *r) {
   free(r->iov_copy);
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);
+  *(volatile uint32_t *)&r->magic = NX_REQ_FREED; /* volatile: not a dead store before free */
   free(r);
 }
 
@@ -203,6 +212,7 @@ int nx_req_wait(nexar_request *r) {
 
 int nexar_wait(nexar_request *req) {
   if (!req) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "wait: NULL request");
+  nx_req_check(req, "nexar_wait");
   int rc = nx_req_wait(req);
   nx_req_free(req);
   return rc;
@@ -210,6 +220,7 @@ int nexar_wait(nexar_request *req) {
 
 int nexar_test(nexar_request *req, int *done) {
   if (!req || !done) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "test: NULL argument");
+  nx_req_check(req, "nexar_test");
   *done = atomic_load_explicit(&req->done, memory_order_acquire);
   if (!*done && req->timeout_ms &&
       nx_now_ns() >= atomic_load(&req->progress_ns) + (uint64_t)req->timeout_ms * 1000000ull) {
@@ -225,6 +236,7 @@ int nexar_wait_all(nexar_request **reqs, size_t n) {
   char msg[512] = "";
   for (size_t i = 0; i < n; i++) {
     if (!reqs[i]) continue;
+    nx_req_check(reqs[i], "nexar_wait_all");
     int rc = nx_req_wait(reqs[i]);
     if (rc && !first) {
       first = rc;

@@ -38,7 +38,14 @@ struct nexar_request {
   void *on_done_arg;
   atomic_int waiting; /* a thread sleeps in wait_driving */
   pthread_t waiter;
+  uint32_t magic; /* NX_REQ_LIVE until freed, then NX_REQ_FREED (last: free() keeps it) */
 };
+#define NX_REQ_LIVE 0x6e785271u  /* "nxRq" */
+#define NX_REQ_FREED 0xdeadf4eeu /* poisoned by nx_req_free */
+/* A second wait/test/free of a freed request is undefined by contract; while
+ * its memory is not reused, this catches it: abort() with "<who>: request
+ * already completed and freed (double wait)". Best effort, nothing more. */
+void nx_req_check(const nexar_request *req, const char *who);
 
 /* Fills r->what from the w_* fields unless it is set already; returns it. */
 const char *nx_req_what(nexar_request *r);

@@ -370,8 +370,7 @@ static nx_qconn *qconn_alloc(nx_ep *ep, const struct sockaddr *remote, socklen_t
 /* Congestion controller: BBRv2 by default (measured: 1.1-1.3 GB/s for 64 MiB
  * messages on loopback against 0.9 with cubic, as the prototype notes saw);
  * NEXAR_QUIC_CC=reno|cubic|bbr|bbr2 overrides it. */
-int nx_quic_cc_from_env(int *out) {
-  const char *v = getenv("NEXAR_QUIC_CC");
+int nx_quic_cc_by_name(const char *v, int *out) {
   *out = NGTCP2_CC_ALGO_BBR2;
   if (!v || !*v) return 0;
   static const struct {

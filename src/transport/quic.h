@@ -5,8 +5,8 @@
 
 #include "runtime/engine.h"
 
-/* Reads NEXAR_QUIC_CC (default bbr2). */
-int nx_quic_cc_from_env(int *out);
+/* The congestion controller named v (NEXAR_QUIC_CC: reno|cubic|bbr|bbr2). */
+int nx_quic_cc_by_name(const char *v, int *out);
 /* Client connection to peer p (the lower rank dials the higher one). */
 int nx_qconn_client_new(nx_ep *ep, nx_peer *p);
 /* Handles one received datagram: routes it by connection id, accepting new

@@ -163,6 +163,20 @@ grep -q '^NEXAR_COLLECTIVE_TIMEOUT_MS=' "$TMP/cmd.out" || fail "--print-config p
 NEXAR_COLLECTIVE_TIMEOUT_MS=1234 timeout 10 "$SEED" --print-config >"$TMP/pc.out" 2>&1 ||
   fail "--print-config failed"
 grep -q '^NEXAR_COLLECTIVE_TIMEOUT_MS=1234$' "$TMP/pc.out" || fail "--print-config ignores env"
+# every knob is in the table, environment-only ones too, and bounded
+NEXAR_QUIC_CC=cubic NEXAR_LANE=0 timeout 10 "$SEED" --print-config >"$TMP/pc.out" 2>&1 ||
+  fail "--print-config failed with knobs set"
+for v in NEXAR_QUIC_CC=cubic NEXAR_LANE=0 NEXAR_DEBUG=off NEXAR_YIELD_US=auto NEXAR_SPIN_US=auto \
+  NEXAR_REDUCE_IMPL=auto NEXAR_DUMP_ON_TIMEOUT=0 NEXAR_BULK_TCP_LOCAL=0 NEXAR_BULK_MIN_BYTES=auto \
+  NEXAR_DEBUG_FILE= NEXAR_TEST_IMPAIR=; do
+  grep -q "^$v" "$TMP/pc.out" || fail "--print-config lacks $v"
+done
+NEXAR_PIPELINE_SEGMENT_BYTES=1 timeout 10 "$SEED" --print-config >"$TMP/pc.out" 2>&1 &&
+  fail "--print-config accepted NEXAR_PIPELINE_SEGMENT_BYTES=1"
+grep -q "NEXAR_PIPELINE_SEGMENT_BYTES='1': out of range" "$TMP/pc.out" || fail "no range error"
+NEXAR_YIELD_US=soon timeout 10 "$SEED" --print-config >"$TMP/pc.out" 2>&1 &&
+  fail "--print-config accepted NEXAR_YIELD_US=soon"
+grep -q "NEXAR_YIELD_US='soon'" "$TMP/pc.out" || fail "malformed knob not named"
 
 step "nexar-seed --once with two workers"
 timeout 60 "$SEED" --listen 127.0.0.1:0 --world-size 2 --once --token-file "$TMP/token" \

@@ -38,6 +38,7 @@ static const char *const all_vars[] = {"NEXAR_COLLECTIVE_TIMEOUT_MS",
                                        "NEXAR_ELASTIC_CHECKPOINT_TIMEOUT_MS",
                                        "NEXAR_CLUSTER_TOKEN",
                                        "NEXAR_BIND_ADDR"};
+#define NX_DAY_MS_TEST 86400000u
 #define NVARS (sizeof all_vars / sizeof all_vars[0])
 
 static void clear_env(void) {
@@ -59,14 +60,16 @@ static int cfg_same(const nexar_config *a, const nexar_config *b, const char *ct
   }
   CMP(struct_size)
   CMP(collective_timeout_ms)
-  CMP(barrier_timeout_ms) CMP(rpc_timeout_ms) CMP(connect_timeout_ms) CMP(large_msg_bytes)
-      CMP(pipeline_segment_bytes) CMP(ring_max_world) CMP(bulk_transport) CMP(encrypt_bulk)
-          CMP(compressed_allreduce_max_bytes) CMP(heartbeat_interval_ms) CMP(heartbeat_timeout_ms)
-              CMP(recovery_timeout_ms) CMP(recovery_policy) CMP(topology) CMP(topology_degree)
-                  CMP(elastic_min_world) CMP(elastic_max_world) CMP(elastic_checkpoint_timeout_ms)
-                      CMP(cluster_token) CMP(bind_addr) CMP(adapter)
+  CMP(barrier_timeout_ms)
+  CMP(rpc_timeout_ms)
+  CMP(connect_timeout_ms)
+  CMP(large_msg_bytes) CMP(pipeline_segment_bytes) CMP(ring_max_world) CMP(bulk_transport)
+      CMP(encrypt_bulk) CMP(compressed_allreduce_max_bytes) CMP(heartbeat_interval_ms)
+          CMP(heartbeat_timeout_ms) CMP(recovery_timeout_ms) CMP(recovery_policy) CMP(topology)
+              CMP(topology_degree) CMP(elastic_min_world) CMP(elastic_max_world)
+                  CMP(elastic_checkpoint_timeout_ms) CMP(cluster_token) CMP(bind_addr) CMP(adapter)
 #undef CMP
-                          return same;
+                      return same;
 }
 
 static nexar_config base; /* defaults with a clean environment */
@@ -179,7 +182,7 @@ static void test_every_variable(void) {
   VAR_CASE("NEXAR_COLLECTIVE_TIMEOUT_MS", "0", collective_timeout_ms, 0);
   VAR_CASE("NEXAR_BARRIER_TIMEOUT_MS", "2345", barrier_timeout_ms, 2345);
   VAR_CASE("NEXAR_RPC_TIMEOUT_MS", "3456", rpc_timeout_ms, 3456);
-  VAR_CASE("NEXAR_CONNECT_TIMEOUT_MS", "4294967295", connect_timeout_ms, 4294967295u);
+  VAR_CASE("NEXAR_CONNECT_TIMEOUT_MS", "86400000", connect_timeout_ms, 86400000u);
   VAR_CASE("NEXAR_LARGE_MSG_BYTES", "16M", large_msg_bytes, 16u << 20);
   VAR_CASE("NEXAR_PIPELINE_SEGMENT_BYTES", "512KiB", pipeline_segment_bytes, 512u << 10);
   VAR_CASE("NEXAR_RING_MAX_WORLD", "16", ring_max_world, 16);
@@ -231,13 +234,14 @@ static void test_every_variable(void) {
 
 static void bytes_case(const char *val, size_t want) {
   clear_env();
-  setenv("NEXAR_LARGE_MSG_BYTES", val, 1);
+  /* the one byte-size knob whose range is all of size_t */
+  setenv("NEXAR_COMPRESSED_ALLREDUCE_MAX_BYTES", val, 1);
   nexar_config c;
   int rc = nexar_config_default(&c);
   CHECK(rc == 0);
-  if (rc == 0 && c.large_msg_bytes != want) {
-    fprintf(stderr, "  NEXAR_LARGE_MSG_BYTES=%s gave %zu, want %zu\n", val, c.large_msg_bytes,
-            want);
+  if (rc == 0 && c.compressed_allreduce_max_bytes != want) {
+    fprintf(stderr, "  NEXAR_COMPRESSED_ALLREDUCE_MAX_BYTES=%s gave %zu, want %zu\n", val,
+            c.compressed_allreduce_max_bytes, want);
     failures++;
   }
 }
@@ -423,10 +427,8 @@ static void test_resolve_ok(void) {
   CHECK(nx_config_resolve(NULL, &out) == 0);
   CHECK(cfg_same(&out, &base, "resolve(NULL)"));
   nx_config_release(&out);
-  setenv("NEXAR_TOPOLOGY", "k_regular:6", 1);
   setenv("NEXAR_CLUSTER_TOKEN", "envtok", 1);
   CHECK(nx_config_resolve(NULL, &out) == 0);
-  CHECK(out.topology == NEXAR_TOPO_K_REGULAR && out.topology_degree == 6);
   CHECK(out.cluster_token && strcmp(out.cluster_token, "envtok") == 0);
   CHECK(out.cluster_token != getenv("NEXAR_CLUSTER_TOKEN")); /* owned copy */
   nx_config_release(&out);
@@ -441,19 +443,17 @@ static void test_resolve_ok(void) {
   c.bulk_transport = 7;
   c.encrypt_bulk = -3;
   c.heartbeat_interval_ms = 10;
-  c.heartbeat_timeout_ms = 11;
+  c.heartbeat_timeout_ms = 20;
   c.elastic_min_world = 2;
   c.elastic_max_world = 2;
-  c.adapter = (const struct nexar_device_adapter *)&c;
   CHECK(nx_config_resolve(&c, &out) == 0);
   memset(tok, 'x', sizeof tok - 1);
   memset(bind, 'x', sizeof bind - 1);
   CHECK(out.cluster_token && strcmp(out.cluster_token, "secret-token") == 0);
   CHECK(out.bind_addr && strcmp(out.bind_addr, "[::1]:5000") == 0);
   CHECK(out.bulk_transport == 1 && out.encrypt_bulk == 1);
-  CHECK(out.heartbeat_interval_ms == 10 && out.heartbeat_timeout_ms == 11);
+  CHECK(out.heartbeat_interval_ms == 10 && out.heartbeat_timeout_ms == 20);
   CHECK(out.elastic_min_world == 2 && out.elastic_max_world == 2);
-  CHECK(out.adapter == (const struct nexar_device_adapter *)&c);
   CHECK(out.struct_size == sizeof(nexar_config));
 
   /* Inheriting: resolving a resolved copy gives an independent copy. */
@@ -466,11 +466,10 @@ static void test_resolve_ok(void) {
   CHECK(strcmp(out2.bind_addr, "[::1]:5000") == 0);
   nx_config_release(&out2);
 
-  /* Empty strings mean unset; K_REGULAR with an even degree is accepted. */
+  /* Empty strings mean unset; a degree without K_REGULAR is kept. */
   CHECK(nexar_config_default(&c) == 0);
   c.cluster_token = "";
   c.bind_addr = "";
-  c.topology = NEXAR_TOPO_K_REGULAR;
   c.topology_degree = 2;
   c.compressed_allreduce_max_bytes = 0;
   c.collective_timeout_ms = 0;
@@ -583,6 +582,242 @@ static void test_env_helpers(void) {
   CHECK(strcmp(nx_recovery_policy_name((nexar_recovery_policy)-1), "?") == 0);
 }
 
+/* Every numeric knob has a range: the environment and the struct are checked
+ * the same way, and the error names the variable (or field) and the range. */
+static void range_env_case(const char *var, const char *val, const char *range) {
+  clear_env();
+  setenv(var, val, 1);
+  nexar_config c;
+  int rc = nexar_config_default(&c);
+  char want[256];
+  snprintf(want, sizeof want, "%s='%s': out of range; allowed %s", var, val, range);
+  if (rc != NEXAR_ERR_INVALID_ARGUMENT || !err_has(want)) {
+    fprintf(stderr, "  %s=%s: rc %d, error '%s', want '%s'\n", var, val, rc, nexar_last_error(),
+            want);
+    failures++;
+  }
+  CHECK(cfg_same(&c, &base, want));
+  /* the same value reaching resolve through a NULL config */
+  nexar_config out;
+  CHECK(nx_config_resolve(NULL, &out) == NEXAR_ERR_INVALID_ARGUMENT && err_has(want));
+  clear_env();
+}
+
+static void test_ranges(void) {
+  const char *ms = "1..86400000, or 0";
+  range_env_case("NEXAR_PIPELINE_SEGMENT_BYTES", "1",
+                 "16384 (16 KiB)..1073741824 (1 GiB)"); /* the 3.7 GB case */
+  range_env_case("NEXAR_PIPELINE_SEGMENT_BYTES", "0", "16384 (16 KiB)..1073741824 (1 GiB)");
+  range_env_case("NEXAR_PIPELINE_SEGMENT_BYTES", "2G", "16384 (16 KiB)..1073741824 (1 GiB)");
+  range_env_case("NEXAR_LARGE_MSG_BYTES", "1023", "1024 (1 KiB)..1099511627776 (1 TiB)");
+  range_env_case("NEXAR_LARGE_MSG_BYTES", "2T", "1024 (1 KiB)..1099511627776 (1 TiB)");
+  range_env_case("NEXAR_COLLECTIVE_TIMEOUT_MS", "86400001", ms);
+  range_env_case("NEXAR_BARRIER_TIMEOUT_MS", "4294967295", ms);
+  range_env_case("NEXAR_RPC_TIMEOUT_MS", "99999999", ms);
+  range_env_case("NEXAR_CONNECT_TIMEOUT_MS", "4294967295", ms);
+  range_env_case("NEXAR_RECOVERY_TIMEOUT_MS", "86400001", ms);
+  range_env_case("NEXAR_ELASTIC_CHECKPOINT_TIMEOUT_MS", "86400001", ms);
+  range_env_case("NEXAR_HEARTBEAT_INTERVAL_MS", "9", "10..600000");
+  range_env_case("NEXAR_HEARTBEAT_INTERVAL_MS", "0", "10..600000");
+  range_env_case("NEXAR_HEARTBEAT_TIMEOUT_MS", "19", "20..3600000");
+  range_env_case("NEXAR_HEARTBEAT_TIMEOUT_MS", "3600001", "20..3600000");
+  range_env_case("NEXAR_RING_MAX_WORLD", "65537", "1..65536, or 0");
+  range_env_case("NEXAR_TOPOLOGY_DEGREE", "1", "2..65534, or 0");
+  range_env_case("NEXAR_ELASTIC_MIN_WORLD", "0", "1..65536");
+  range_env_case("NEXAR_ELASTIC_MIN_WORLD", "65537", "1..65536");
+  range_env_case("NEXAR_ELASTIC_MAX_WORLD", "70000", "1..65536, or 0");
+
+  /* the edges themselves are accepted */
+  VAR_CASE("NEXAR_PIPELINE_SEGMENT_BYTES", "16K", pipeline_segment_bytes, 16u << 10);
+  VAR_CASE("NEXAR_PIPELINE_SEGMENT_BYTES", "1GiB", pipeline_segment_bytes, 1u << 30);
+  VAR_CASE("NEXAR_LARGE_MSG_BYTES", "1K", large_msg_bytes, 1024);
+  VAR_CASE("NEXAR_LARGE_MSG_BYTES", "1T", large_msg_bytes, (size_t)1 << 40);
+  VAR_CASE("NEXAR_HEARTBEAT_INTERVAL_MS", "10", heartbeat_interval_ms, 10);
+  VAR_CASE("NEXAR_RING_MAX_WORLD", "0", ring_max_world, 0);
+  VAR_CASE("NEXAR_ELASTIC_MAX_WORLD", "65536", elastic_max_world, 65536);
+
+  /* explicitly set fields: the same ranges, naming the field and the variable */
+  clear_env();
+  nexar_config c;
+  CHECK(nexar_config_default(&c) == 0);
+#define MUT(stmt, needle)                                                                          \
+  do {                                                                                             \
+    nexar_config m_;                                                                               \
+    memcpy(&m_, &c, sizeof m_);                                                                    \
+    stmt;                                                                                          \
+    invalid_case(&m_, needle);                                                                     \
+  } while (0)
+  MUT(m_.pipeline_segment_bytes = 1,
+      "config.pipeline_segment_bytes = 1 is out of range: allowed 16384 (16 KiB)..1073741824 "
+      "(1 GiB) (NEXAR_PIPELINE_SEGMENT_BYTES)");
+  MUT(m_.pipeline_segment_bytes = SIZE_MAX, "config.pipeline_segment_bytes = 18446744073709551615");
+  MUT(m_.large_msg_bytes = 100, "config.large_msg_bytes = 100 is out of range");
+  MUT(m_.collective_timeout_ms = UINT32_MAX,
+      "config.collective_timeout_ms = 4294967295 is out of range: allowed 1..86400000, or 0 "
+      "(NEXAR_COLLECTIVE_TIMEOUT_MS)");
+  MUT(m_.rpc_timeout_ms = NX_DAY_MS_TEST + 1, "config.rpc_timeout_ms");
+  MUT(m_.heartbeat_interval_ms = 5, "config.heartbeat_interval_ms = 5");
+  MUT(m_.heartbeat_timeout_ms = 4000000, "config.heartbeat_timeout_ms = 4000000");
+  MUT(m_.ring_max_world = 100000, "config.ring_max_world = 100000");
+  MUT(m_.elastic_max_world = 100000, "config.elastic_max_world = 100000");
+  MUT(m_.topology_degree = 1, "config.topology_degree = 1");
+  char longtok[5000];
+  memset(longtok, 't', sizeof longtok - 1);
+  longtok[sizeof longtok - 1] = '\0';
+  MUT(m_.cluster_token = longtok, "config.cluster_token is longer than 4096 characters");
+  MUT(m_.bind_addr = longtok, "config.bind_addr is longer than 300 characters");
+#undef MUT
+  /* strings from the environment are bounded too */
+  setenv("NEXAR_CLUSTER_TOKEN", longtok, 1);
+  CHECK(nexar_config_default(&c) == NEXAR_ERR_INVALID_ARGUMENT);
+  CHECK(err_has("NEXAR_CLUSTER_TOKEN: longer than 4096 characters"));
+  CHECK(!err_has("tttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttt"));
+  clear_env();
+}
+
+/* Valid but not implemented: UNSUPPORTED with a sentence, never a silent
+ * full mesh or host-memory fallback. */
+static void test_unsupported(void) {
+  clear_env();
+  nexar_config c, out;
+  CHECK(nexar_config_default(&c) == 0);
+  c.topology = NEXAR_TOPO_K_REGULAR;
+  c.topology_degree = 4;
+  CHECK(nx_config_resolve(&c, &out) == NEXAR_ERR_UNSUPPORTED);
+  CHECK(err_has("config.topology = k_regular") && err_has("not implemented"));
+  c.topology = NEXAR_TOPO_HYPERCUBE;
+  CHECK(nx_config_resolve(&c, &out) == NEXAR_ERR_UNSUPPORTED && err_has("hypercube"));
+  CHECK(nexar_config_default(&c) == 0);
+  c.adapter = (const struct nexar_device_adapter *)&c;
+  CHECK(nx_config_resolve(&c, &out) == NEXAR_ERR_UNSUPPORTED);
+  CHECK(err_has("config.adapter") && err_has("not implemented"));
+  /* from the environment: nexar_config_default parses it, resolve refuses */
+  setenv("NEXAR_TOPOLOGY", "k_regular:6", 1);
+  CHECK(nexar_config_default(&c) == 0 && c.topology == NEXAR_TOPO_K_REGULAR);
+  CHECK(nx_config_resolve(NULL, &out) == NEXAR_ERR_UNSUPPORTED);
+  CHECK(err_has("NEXAR_TOPOLOGY") && err_has("degree 6"));
+  setenv("NEXAR_TOPOLOGY", "hypercube", 1);
+  CHECK(nx_config_resolve(NULL, &out) == NEXAR_ERR_UNSUPPORTED);
+  /* every call that takes a config refuses them, before any socket */
+  nexar_client *cl[2] = {NULL, NULL};
+  nexar_seed *seed = NULL;
+  CHECK(nexar_bootstrap_local(cl, 2, NULL) == NEXAR_ERR_UNSUPPORTED && !cl[0]);
+  CHECK(nexar_seed_new(&seed, "127.0.0.1:0", 2, NULL) == NEXAR_ERR_UNSUPPORTED && !seed);
+  CHECK(nexar_join(&cl[0], "127.0.0.1:9", NULL) == NEXAR_ERR_UNSUPPORTED && !cl[0]);
+  CHECK(err_has("sparse topologies are not implemented"));
+  setenv("NEXAR_TOPOLOGY", "full_mesh", 1);
+  CHECK(nexar_config_default(&c) == 0);
+  c.adapter = (const struct nexar_device_adapter *)&c;
+  CHECK(nexar_bootstrap_local(cl, 2, &c) == NEXAR_ERR_UNSUPPORTED && !cl[0]);
+  CHECK(nexar_join(&cl[0], "127.0.0.1:9", &c) == NEXAR_ERR_UNSUPPORTED && !cl[0]);
+  CHECK(err_has("config.adapter"));
+  CHECK(nx_config_resolve(NULL, &out) == 0);
+  nx_config_release(&out);
+  clear_env();
+}
+
+/* The environment-only knobs (core/knobs.c): parsed, bounded, named in
+ * errors, refused by resolve when malformed, printed. */
+static const char *const knob_vars[] = {
+    "NEXAR_DEBUG",          "NEXAR_DEBUG_FILE",     "NEXAR_DUMP_ON_TIMEOUT", "NEXAR_LANE",
+    "NEXAR_YIELD_US",       "NEXAR_SPIN_US",        "NEXAR_QUIC_CC",         "NEXAR_REDUCE_IMPL",
+    "NEXAR_BULK_TCP_LOCAL", "NEXAR_BULK_MIN_BYTES", "NEXAR_TEST_IMPAIR"};
+#define NKNOBS (sizeof knob_vars / sizeof knob_vars[0])
+
+static void clear_knobs(void) {
+  for (size_t i = 0; i < NKNOBS; i++)
+    unsetenv(knob_vars[i]);
+}
+
+static void knob_bad(const char *var, const char *val, const char *needle) {
+  clear_knobs();
+  setenv(var, val, 1);
+  nx_knobs k;
+  int rc = nx_knobs_from_env(&k);
+  if (rc != NEXAR_ERR_INVALID_ARGUMENT || !err_has(needle)) {
+    fprintf(stderr, "  %s=%s: rc %d, error '%s', want '%s'\n", var, val, rc, nexar_last_error(),
+            needle);
+    failures++;
+  }
+  nx_knobs d;
+  nx_knobs_defaults(&d);
+  CHECK(memcmp(&k, &d, sizeof k) == 0); /* defaults on failure */
+  nexar_config out;
+  CHECK(nx_config_resolve(NULL, &out) == NEXAR_ERR_INVALID_ARGUMENT && err_has(needle));
+  clear_knobs();
+}
+
+static void test_knobs(void) {
+  clear_env();
+  clear_knobs();
+  nx_knobs k;
+  CHECK(nx_knobs_from_env(&k) == 0);
+  CHECK(k.debug == NX_LOG_OFF && k.debug_file == NULL && k.dump_on_timeout == 0 && k.lane == 1);
+  CHECK(k.yield_us == NX_KNOB_AUTO && k.spin_us == NX_KNOB_AUTO);
+  CHECK(strcmp(k.quic_cc, "bbr2") == 0 && strcmp(k.reduce_impl, "auto") == 0);
+  CHECK(k.bulk_tcp_local == 0 && k.bulk_min_bytes == NX_KNOB_AUTO_SIZE && k.test_impair == NULL);
+
+  setenv("NEXAR_DEBUG", "INFO", 1);
+  setenv("NEXAR_DEBUG_FILE", "/tmp/x-%r.log", 1);
+  setenv("NEXAR_DUMP_ON_TIMEOUT", "yes", 1);
+  setenv("NEXAR_LANE", "0", 1);
+  setenv("NEXAR_YIELD_US", "1000000", 1);
+  setenv("NEXAR_SPIN_US", "0", 1);
+  setenv("NEXAR_QUIC_CC", "Cubic", 1);
+  setenv("NEXAR_REDUCE_IMPL", "scalar", 1);
+  setenv("NEXAR_BULK_TCP_LOCAL", "1", 1);
+  setenv("NEXAR_BULK_MIN_BYTES", "0", 1);
+  setenv("NEXAR_TEST_IMPAIR", "loss=1%", 1);
+  CHECK(nx_knobs_from_env(&k) == 0);
+  CHECK(k.debug == NX_LOG_INFO && strcmp(k.debug_file, "/tmp/x-%r.log") == 0);
+  CHECK(k.dump_on_timeout == 1 && k.lane == 0 && k.yield_us == 1000000 && k.spin_us == 0);
+  CHECK(strcmp(k.quic_cc, "cubic") == 0 && strcmp(k.reduce_impl, "scalar") == 0);
+  CHECK(k.bulk_tcp_local == 1 && k.bulk_min_bytes == 0 && strcmp(k.test_impair, "loss=1%") == 0);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  CHECK(f != NULL);
+  if (f) {
+    nexar_config c;
+    nexar_config_default(&c);
+    nx_config_print_all(f, &c);
+    fclose(f);
+    for (size_t i = 0; i < NKNOBS; i++) {
+      char line[128];
+      snprintf(line, sizeof line, "\n%s=", knob_vars[i]);
+      if (!strstr(text, line)) {
+        fprintf(stderr, "  print_all lacks %s\n", line + 1);
+        failures++;
+      }
+    }
+    CHECK(strstr(text, "NEXAR_QUIC_CC=cubic\n") && strstr(text, "NEXAR_DEBUG=info\n"));
+    CHECK(strstr(text, "NEXAR_YIELD_US=1000000\n") && strstr(text, "NEXAR_LANE=0\n"));
+    CHECK(strstr(text, "NEXAR_COLLECTIVE_TIMEOUT_MS=30000\n"));
+    free(text);
+  }
+  setenv("NEXAR_DEBUG", "1", 1);
+  setenv("NEXAR_SPIN_US", "auto", 1);
+  CHECK(nx_knobs_from_env(&k) == 0 && k.debug == NX_LOG_DEBUG && k.spin_us == NX_KNOB_AUTO);
+  clear_knobs();
+
+  knob_bad("NEXAR_DEBUG", "verbose", "NEXAR_DEBUG='verbose': expected one of off, error");
+  knob_bad("NEXAR_DUMP_ON_TIMEOUT", "maybe", "NEXAR_DUMP_ON_TIMEOUT='maybe'");
+  knob_bad("NEXAR_LANE", "2", "NEXAR_LANE='2'");
+  knob_bad("NEXAR_YIELD_US", "1000001",
+           "NEXAR_YIELD_US='1000001': out of range; allowed 0..1000000");
+  knob_bad("NEXAR_SPIN_US", "-1", "NEXAR_SPIN_US='-1'");
+  knob_bad("NEXAR_QUIC_CC", "vegas",
+           "NEXAR_QUIC_CC='vegas': expected one of bbr2, bbr, cubic, reno");
+  knob_bad("NEXAR_REDUCE_IMPL", "neon", "NEXAR_REDUCE_IMPL='neon'");
+  knob_bad("NEXAR_BULK_TCP_LOCAL", "x", "NEXAR_BULK_TCP_LOCAL='x'");
+  knob_bad("NEXAR_BULK_MIN_BYTES", "2T", "NEXAR_BULK_MIN_BYTES='2T': out of range");
+  char longv[5000];
+  memset(longv, 'a', sizeof longv - 1);
+  longv[sizeof longv - 1] = '\0';
+  knob_bad("NEXAR_DEBUG_FILE", longv, "NEXAR_DEBUG_FILE: longer than 4095 characters");
+  knob_bad("NEXAR_TEST_IMPAIR", longv, "NEXAR_TEST_IMPAIR: longer than 512 characters");
+}
+
 int main(void) {
   test_defaults();
   test_null_and_sizes();
@@ -594,7 +829,10 @@ int main(void) {
   test_empty_is_unset();
   test_resolve_validation();
   test_resolve_ok();
+  test_ranges();
+  test_unsupported();
   test_print();
+  test_knobs();
   test_env_helpers();
   clear_env();
   if (failures) {
