@@ -10,6 +10,9 @@ scripts/deps.sh
 J=$(nproc)
 step() { echo; echo "=== $*"; }
 
+step "architecture: include direction and file length"
+scripts/check_layers.sh
+
 step "release build + all tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEXAR_WERROR=ON >/dev/null
 cmake --build build -j"$J"

@@ -643,6 +643,10 @@ void nx_ep_unref(nx_ep *ep) {
   nx_ep_wake(ep);
   pthread_mutex_unlock(&ep->mu);
   if (ep->thr_started) pthread_join(ep->thr, NULL);
+  /* work queued by the last completions (finished collectives drop their
+   * last references there) */
+  while (nx_ep_run_deferred(ep) > 0) {
+  }
   pthread_mutex_lock(&ep->mu);
   nx_quic_close_all(ep);
   while (ep->tx_all)

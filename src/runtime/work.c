@@ -50,6 +50,10 @@ static void timer_min_locked(nx_ep *ep) {
 
 int nx_ep_defer_at(nx_ep *ep, nx_work *w, uint64_t due_ns) {
   pthread_mutex_lock(&ep->work_mu);
+  if (w->queued && !w->armed) { /* it runs soon anyway, and may re-arm then */
+    pthread_mutex_unlock(&ep->work_mu);
+    return 0;
+  }
   int added = !w->armed;
   if (added) {
     w->armed = 1;

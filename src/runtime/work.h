@@ -25,7 +25,9 @@ struct nx_work {
  * waking a driver. Safe from any thread, with or without the endpoint lock.
  * Returns 1 if w was queued now, 0 if it already was. */
 int nx_ep_defer(nx_ep *ep, nx_work *w);
-/* Arms (or re-arms) w's timer: it is queued at due_ns. 1 if it was not armed. */
+/* Arms (or re-arms) w's timer: it is queued at due_ns. 1 if it was not armed
+ * (0 also when w is queued already: it runs soon and can re-arm then), so a
+ * timer holds at most one reference to what w belongs to. */
 int nx_ep_defer_at(nx_ep *ep, nx_work *w, uint64_t due_ns);
 /* Disarms w's timer; 1 if it was armed. A queued w still runs. */
 int nx_ep_undefer(nx_ep *ep, nx_work *w);
