@@ -84,11 +84,12 @@ int nx_addr_split(const char *addr, const char *what, char *host, size_t hostcap
     if (!colon) return bad(what, addr, len, "no port: expected host:port");
     hlen = (size_t)(colon - addr);
     if (memchr(addr, ':', hlen)) { /* more than one ':' without brackets */
-      if (is_v6_text(addr, len))
-        return bad(what, addr, len, "an IPv6 address without a port: write [%s]:port", addr);
-      if (is_v6_text(addr, hlen))
+      if (is_v6_text(addr, hlen) && colon[1] &&
+          strspn(colon + 1, "0123456789") == strlen(colon + 1))
         return bad(what, addr, len, "an IPv6 address needs brackets: write [%.*s]:%s", (int)hlen,
                    addr, colon + 1);
+      if (is_v6_text(addr, len))
+        return bad(what, addr, len, "an IPv6 address without a port: write [%s]:port", addr);
       return bad(what, addr, len, "expected host:port or [IPv6]:port");
     }
     if (hlen == 0)
