@@ -127,6 +127,15 @@ int main(int argc, char **argv) {
       fprintf(stderr, "FAIL: rank %u's socket is not IPv6\n", r);
       return 1;
     }
+    /* the socket options work for AF_INET6: GSO, GRO, no fragmentation */
+    int pmtu = -1;
+    socklen_t pl = sizeof pmtu;
+    getsockopt(ep->udp.fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, &pl);
+    if (!ep->udp.gso || !ep->udp.gro || pmtu != IPV6_PMTUDISC_DO) {
+      fprintf(stderr, "FAIL: rank %u's IPv6 socket: gso %d gro %d pmtu-discover %d\n", r,
+              ep->udp.gso, ep->udp.gro, pmtu);
+      return 1;
+    }
     for (uint32_t j = 0; j < g_n; j++) {
       if (j == r) continue;
       const nx_peer *p = &ep->peers[j];
@@ -134,6 +143,11 @@ int main(int argc, char **argv) {
       if (p->addr.ss_family != AF_INET6 || IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) ||
           p->addrstr[0] != '[') {
         fprintf(stderr, "FAIL: rank %u reaches rank %u at %s, not over IPv6\n", r, j, p->addrstr);
+        return 1;
+      }
+      size_t pay = nx_udp_path_payload((const struct sockaddr *)&p->addr, p->addrlen);
+      if (pay <= 1200) { /* loopback's MTU is far above the QUIC minimum */
+        fprintf(stderr, "FAIL: path payload to %s is %zu bytes\n", p->addrstr, pay);
         return 1;
       }
     }
