@@ -5,7 +5,8 @@
 # - nexar-seed --listen [::1]:0 and three mesh_workers joining [::1]:port
 #   (the seed's log must show them advertising [::1] addresses);
 # - torchrun variables with MASTER_ADDR=::1;
-# - a dual-stack worker (NEXAR_BIND_ADDR=[::]:0) in an IPv4 world;
+# - a dual-stack worker (NEXAR_BIND_ADDR=[::]:0) in an IPv4 world, and in a
+#   mixed IPv4/IPv6 world (without it: a clear error naming the fix);
 # - malformed addresses (bare IPv6) refused at once, with the bracketed form.
 # Skips (77) without IPv6 loopback.
 set -u
@@ -102,6 +103,31 @@ env NEXAR_SEED_ADDR="$ADDR" NEXAR_WORLD_SIZE=2 NEXAR_BULK_TCP_LOCAL=1 MESH_WANT_
 wait $d1 || fail "the dual-stack worker failed"
 wait "$SEEDPID" || fail "the seed exited $?"
 grep -h ok "$TMP"/d*.out
+
+step "a mixed world (seed on [::], one worker over IPv4, one over IPv6): dual stack"
+start_seed '[::]:0' 2
+port=${ADDR##*:}
+env NEXAR_SEED_ADDR=127.0.0.1:$port NEXAR_WORLD_SIZE=2 NEXAR_BIND_ADDR='[::]:0' \
+  NEXAR_BULK_TCP_LOCAL=1 MESH_WANT_BULK=2 timeout 40 "$MESH" >"$TMP/m1.out" 2>&1 &
+m1=$!
+env NEXAR_SEED_ADDR="[::1]:$port" NEXAR_WORLD_SIZE=2 NEXAR_BULK_TCP_LOCAL=1 MESH_WANT_BULK=2 \
+  timeout 40 "$MESH" >"$TMP/m2.out" 2>&1 || fail "the IPv6 worker failed"
+wait $m1 || fail "the IPv4 (dual-stack) worker failed"
+wait "$SEEDPID" || fail "the seed exited $?"
+grep -h ok "$TMP"/m*.out
+
+step "the same without a dual-stack socket: the IPv4 worker says what to do"
+start_seed '[::]:0' 2
+port=${ADDR##*:}
+env NEXAR_SEED_ADDR=127.0.0.1:$port NEXAR_WORLD_SIZE=2 NEXAR_CONNECT_TIMEOUT_MS=4000 \
+  timeout 40 "$MESH" >"$TMP/m1.out" 2>&1 &
+m1=$!
+env NEXAR_SEED_ADDR="[::1]:$port" NEXAR_WORLD_SIZE=2 NEXAR_CONNECT_TIMEOUT_MS=4000 \
+  timeout 40 "$MESH" >"$TMP/m2.out" 2>&1 && fail "a v4-only worker reached a v6 one"
+wait $m1 && fail "the IPv4-only worker formed a world with an IPv6 peer"
+grep -q 'no IPv4 address.*\[::\]:port (NEXAR_BIND_ADDR)' "$TMP/m1.out" || fail "no clear error"
+cat "$TMP/m1.out"
+wait "$SEEDPID"
 
 step "a bare IPv6 seed address is refused at once, naming the form to use"
 out=$(NEXAR_SEED_ADDR=::1:5000 NEXAR_CLUSTER_TOKEN=x timeout 10 "$MESH" 2>&1) && fail "joined ::1:5000"
