@@ -1,9 +1,10 @@
 /*
  * nexar-run: a local launcher.
  *
- *   nexar-run -n N [--timeout S] -- program [args...]
+ *   nexar-run -n N [--timeout S] [--listen ADDR] -- program [args...]
  *
- * Starts a seed in this process on 127.0.0.1 (ephemeral port, world N), then
+ * Starts a seed in this process on 127.0.0.1 (ephemeral port, world N; or
+ * at --listen ADDR, e.g. [::1]:0 for IPv6), then
  * starts N copies of the program with
  *
  *   NEXAR_SEED_ADDR=<seed address>  NEXAR_WORLD_SIZE=N
@@ -70,7 +71,7 @@ static const char *prog = "nexar-run";
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: %s -n N [--timeout S] -- program [args...]\n"
+          "usage: %s -n N [--timeout S] [--listen ADDR] -- program [args...]\n"
           "\n"
           "Runs N copies of program on this host as one nexar world. A seed runs\n"
           "inside the launcher; each copy gets NEXAR_SEED_ADDR, NEXAR_WORLD_SIZE,\n"
@@ -79,6 +80,7 @@ static void usage(FILE *f) {
           "\n"
           "  -n, --np N       number of ranks (1..%d)\n"
           "  --timeout S      stop every rank after S seconds and exit 124\n"
+          "  --listen ADDR    the seed's address (default 127.0.0.1:0; IPv6: [::1]:0)\n"
           "  -h, --help       this text\n"
           "\n"
           "Exit status: 0 when every rank exits 0; else the first failing rank's\n"
@@ -266,6 +268,7 @@ static int spawn_rank(launcher *l, uint32_t i, child_env *ce, char **argv, int d
 int main(int argc, char **argv) {
   uint32_t n = 0, timeout_s = 0;
   int have_n = 0, have_timeout = 0, argi = 1;
+  const char *listen_addr = "127.0.0.1:0";
   for (; argi < argc; argi++) {
     const char *a = argv[argi];
     if (strcmp(a, "--") == 0) {
@@ -277,11 +280,16 @@ int main(int argc, char **argv) {
       return 0;
     }
     const char *val = NULL;
-    int is_n = 0, is_t = 0;
+    int is_n = 0, is_t = 0, is_l = 0;
     if (strcmp(a, "-n") == 0 || strcmp(a, "--np") == 0) {
       is_n = 1;
     } else if (strcmp(a, "--timeout") == 0) {
       is_t = 1;
+    } else if (strcmp(a, "--listen") == 0) {
+      is_l = 1;
+    } else if (strncmp(a, "--listen=", 9) == 0) {
+      is_l = 1;
+      val = a + 9;
     } else if (strncmp(a, "--np=", 5) == 0) {
       is_n = 1;
       val = a + 5;
@@ -302,7 +310,9 @@ int main(int argc, char **argv) {
       }
       val = argv[++argi];
     }
-    if (is_n) {
+    if (is_l) {
+      listen_addr = val;
+    } else if (is_n) {
       if (parse_u32(val, 1, MAX_RANKS, &n) != 0) {
         fprintf(stderr, "%s: -n wants a number of ranks in 1..%d, not '%s'\n", prog, MAX_RANKS,
                 val);
@@ -351,7 +361,7 @@ int main(int argc, char **argv) {
 
   /* The seed: defaults plus NEXAR_* environment (NEXAR_CLUSTER_TOKEN included). */
   nexar_seed *seed = NULL;
-  int rc = nexar_seed_new(&seed, "127.0.0.1:0", n, NULL);
+  int rc = nexar_seed_new(&seed, listen_addr, n, NULL);
   if (rc != NEXAR_OK) {
     fprintf(stderr, "%s: cannot start the seed: %s\n", prog, nexar_last_error());
     return 1;

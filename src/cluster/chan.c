@@ -1,6 +1,7 @@
 /* Bootstrap channel: TCP + TLS 1.3 (EC)DHE-PSK with deadlines (see chan.h). */
 #include "cluster/chan.h"
 
+#include "core/addr.h"
 #include "core/common.h"
 #include "transport/pki.h"
 
@@ -75,22 +76,7 @@ static void wipe(void *p, size_t n) {
 /* Numeric "ip", "ip:port" or "[v6]:port"; 0, or -1 (buf holds "?") if it does not fit. */
 static int format_addr(const struct sockaddr *sa, socklen_t len, char *buf, size_t cap,
                        int with_port) {
-  char host[NI_MAXHOST], serv[NI_MAXSERV];
-  int n;
-  if (getnameinfo(sa, len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) !=
-      0)
-    n = -1;
-  else if (!with_port)
-    n = snprintf(buf, cap, "%s", host);
-  else if (strchr(host, ':'))
-    n = snprintf(buf, cap, "[%s]:%s", host, serv);
-  else
-    n = snprintf(buf, cap, "%s:%s", host, serv);
-  if (n < 0 || (size_t)n >= cap) {
-    snprintf(buf, cap, "?");
-    return -1;
-  }
-  return 0;
+  return nx_addr_format(sa, len, buf, cap, with_port);
 }
 
 /* Non-blocking transport for gnutls: never waits, whatever the fd's O_NONBLOCK flag says;
@@ -282,7 +268,7 @@ int nx_chan_connect(nx_chan **out, const char *hostport, const char *token, uint
   uint64_t deadline = deadline_after(timeout_ms);
   char host[256], port[8];
   uint16_t p;
-  int rc = nx_split_hostport(hostport, host, sizeof host, &p);
+  int rc = nx_addr_split(hostport, "seed address", host, sizeof host, &p);
   if (rc) return rc;
   snprintf(port, sizeof port, "%u", (unsigned)p);
   struct addrinfo hints = {
@@ -355,7 +341,7 @@ int nx_chan_server(nx_chan **out, int fd, const char *token, uint32_t timeout_ms
 }
 
 static int is_wildcard(const char *host) {
-  return strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0 || strcmp(host, "*") == 0;
+  return nx_addr_is_wildcard(host);
 }
 
 int nx_chan_listen(int *fd, const char *hostport, char *bound, size_t cap) {
@@ -364,7 +350,7 @@ int nx_chan_listen(int *fd, const char *hostport, char *bound, size_t cap) {
   *fd = -1;
   char host[256], port[8];
   uint16_t p;
-  int rc = nx_split_hostport(hostport, host, sizeof host, &p);
+  int rc = nx_addr_split(hostport, "seed listen address", host, sizeof host, &p);
   if (rc) return rc;
   snprintf(port, sizeof port, "%u", (unsigned)p);
   int wild = is_wildcard(host);
@@ -404,13 +390,7 @@ int nx_chan_listen(int *fd, const char *hostport, char *bound, size_t cap) {
   if (cap) {
     int n;
     if (wild) {
-      unsigned bport = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                                : ntohs(((struct sockaddr_in *)&ss)->sin_port);
-      if (strchr(host, ':'))
-        n = snprintf(bound, cap, "[%s]:%u", host, bport);
-      else
-        n = snprintf(bound, cap, "%s:%u", host, bport);
-      n = n < 0 || (size_t)n >= cap ? -1 : 0;
+      n = nx_addr_join(bound, cap, host, nx_sockaddr_port((struct sockaddr *)&ss)) ? -1 : 0;
     } else {
       n = format_addr((struct sockaddr *)&ss, sl, bound, cap, 1);
     }
@@ -571,12 +551,8 @@ int nx_chan_local_ip(nx_chan *ch, char *buf, size_t cap) {
   if (getsockname(ch->fd, (struct sockaddr *)&ss, &sl) != 0)
     return nx_fail(NEXAR_ERR_IO, "bootstrap channel: getsockname: %s", strerror(errno));
   char ip[NI_MAXHOST];
-  struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-  if (ss.ss_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&s6->sin6_addr)) {
-    /* A dual-stack socket reached the seed over IPv4: peers want the plain v4 form. */
-    if (!inet_ntop(AF_INET, &s6->sin6_addr.s6_addr[12], ip, sizeof ip))
-      return nx_fail(NEXAR_ERR_IO, "bootstrap channel: inet_ntop: %s", strerror(errno));
-  } else if (format_addr((struct sockaddr *)&ss, sl, ip, sizeof ip, 0)) {
+  /* (a dual-stack socket that reached the seed over IPv4 prints the plain v4 form) */
+  if (format_addr((struct sockaddr *)&ss, sl, ip, sizeof ip, 0)) {
     return nx_fail(NEXAR_ERR_IO, "bootstrap channel: local address is not printable");
   }
   if ((size_t)snprintf(buf, cap, "%s", ip) >= cap)

@@ -9,19 +9,18 @@
 #include "cluster/bootmsg.h"
 #include "cluster/chan.h"
 #include "cluster/mesh.h"
+#include "core/addr.h"
 #include "core/config.h"
 #include "runtime/comm.h"
 
-/* The address peers use to reach this endpoint: the bind host unless it is
- * a wildcard, else the local address of the route to the seed. */
-static void advertised(nx_ep *ep, const nexar_config *cfg, nx_chan *ch, char *out, size_t cap) {
-  char host[128] = "";
+/* The host peers use to reach this endpoint: the bind host unless it is a
+ * wildcard, else the local address of the route to the seed. */
+static int advertised_host(const nexar_config *cfg, nx_chan *ch, char *host, size_t cap) {
   uint16_t port;
-  if (cfg->bind_addr) nx_split_hostport(cfg->bind_addr, host, sizeof host, &port);
-  if (!host[0] || !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*"))
-    nx_chan_local_ip(ch, host, sizeof host);
-  if (strchr(host, ':')) snprintf(out, cap, "[%s]:%u", host, nx_ep_port(ep));
-  else snprintf(out, cap, "%s:%u", host, nx_ep_port(ep));
+  host[0] = 0;
+  if (cfg->bind_addr) nx_addr_split(cfg->bind_addr, NULL, host, cap, &port);
+  if (nx_addr_is_wildcard(host)) return nx_chan_local_ip(ch, host, cap);
+  return 0;
 }
 
 /* Connects to the seed, retrying while it is not up yet (launchers start
@@ -101,15 +100,19 @@ static int join_ex(nexar_client **out, const char *seed_addr, const nexar_config
   uint64_t t = cfg.connect_timeout_ms;
   uint64_t deadline = t ? nx_now_ns() + t * 1000000ull : 0;
   if ((rc = nx_key_new(&key)) || (rc = nx_csr_new(key, &csr, &csr_len))) goto out;
-  if ((rc = nx_mesh_bind(&ep, &cfg, "0.0.0.0"))) goto out;
   if ((rc = connect_seed(&ch, seed_addr, token, deadline))) goto out;
+  /* the socket has the family of the address it advertises (IPv6: dual stack) */
+  char host[NX_ADDR_HOST_MAX];
+  if ((rc = advertised_host(&cfg, ch, host, sizeof host)) ||
+      (rc = nx_mesh_bind(&ep, &cfg, nx_addr_is_v6(host) ? "::" : "0.0.0.0")))
+    goto out;
   nx_hello h = {0};
   h.version = NX_BOOT_VERSION;
   h.requested_rank = want_rank;
   h.world_size = world_hint;
   h.topology = (uint32_t)cfg.topology;
   h.topology_degree = cfg.topology_degree;
-  advertised(ep, &cfg, ch, h.listen_addr, sizeof h.listen_addr);
+  if ((rc = nx_addr_join(h.listen_addr, sizeof h.listen_addr, host, nx_ep_port(ep)))) goto out;
   gethostname(h.hostname, sizeof h.hostname - 1);
   h.csr = csr;
   h.csr_len = csr_len;
@@ -219,12 +222,11 @@ int nexar_init_from_env(nexar_client **out) {
     sport = (agent && !strcmp(agent, "True")) ? (uint16_t)(mport + 1) : mport;
   }
   char addr[NX_ADDR_MAX];
-  if (strchr(maddr, ':') && maddr[0] != '[') snprintf(addr, sizeof addr, "[%s]:%u", maddr, sport);
-  else snprintf(addr, sizeof addr, "%s:%u", maddr, sport);
+  if ((rc = nx_addr_join(addr, sizeof addr, maddr, sport))) return rc;
   nexar_seed *s = NULL;
   if (rank == 0) { /* rank 0 hosts the seed, as torchrun's store host does */
     char listen[NX_ADDR_MAX];
-    snprintf(listen, sizeof listen, "%s:%u", strchr(maddr, ':') ? "::" : "0.0.0.0", sport);
+    nx_addr_join(listen, sizeof listen, nx_addr_is_v6(maddr) ? "::" : "0.0.0.0", sport);
     if ((rc = nexar_seed_new(&s, listen, world, NULL))) return rc;
   }
   rc = join_ex(out, addr, NULL, rank, world, s);

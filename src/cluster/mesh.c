@@ -4,16 +4,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/addr.h"
 #include "core/config.h"
 #include "runtime/comm.h"
 
 int nx_mesh_bind(nx_ep **out, const nexar_config *cfg, const char *default_host) {
-  char host[128];
+  char host[NX_ADDR_HOST_MAX];
   uint16_t port = 0;
   snprintf(host, sizeof host, "%s", default_host ? default_host : "0.0.0.0");
   if (cfg->bind_addr && *cfg->bind_addr) {
-    int rc = nx_split_hostport(cfg->bind_addr, host, sizeof host, &port);
-    if (rc) return nx_fail(rc, "config.bind_addr '%s': expected host:port", cfg->bind_addr);
+    int rc = nx_addr_split(cfg->bind_addr, "config.bind_addr (NEXAR_BIND_ADDR)", host, sizeof host,
+                           &port);
+    if (rc) return rc;
+    /* every interface, for an endpoint that advertises IPv6: the dual-stack wildcard */
+    if (nx_addr_is_wildcard(host) && nx_addr_is_v6(default_host)) snprintf(host, sizeof host, "::");
   }
   return nx_ep_new(out, cfg, host, port);
 }
@@ -110,11 +114,13 @@ int nexar_bootstrap_local(nexar_client **clients, uint32_t n, const nexar_config
     goto out;
   for (uint32_t i = 0; i < n; i++) {
     if ((rc = nx_mesh_bind(&eps[i], &rc_cfg, "127.0.0.1"))) goto out;
-    char host[128] = "127.0.0.1";
+    /* the bind host, a wildcard as the loopback address of its family */
+    char host[NX_ADDR_HOST_MAX] = "127.0.0.1";
     uint16_t port;
-    if (rc_cfg.bind_addr) nx_split_hostport(rc_cfg.bind_addr, host, sizeof host, &port);
-    if (!strcmp(host, "0.0.0.0") || !strcmp(host, "*")) snprintf(host, sizeof host, "127.0.0.1");
-    snprintf(addrs[i], sizeof addrs[i], "%s:%u", host, nx_ep_port(eps[i]));
+    if (rc_cfg.bind_addr) nx_addr_split(rc_cfg.bind_addr, NULL, host, sizeof host, &port);
+    if (nx_addr_is_wildcard(host))
+      snprintf(host, sizeof host, "%s", strcmp(host, "::") ? "127.0.0.1" : "::1");
+    if ((rc = nx_addr_join(addrs[i], sizeof addrs[i], host, nx_ep_port(eps[i])))) goto out;
   }
   uint64_t t = rc_cfg.connect_timeout_ms;
   uint64_t deadline = t ? nx_now_ns() + t * 1000000ull : 0;

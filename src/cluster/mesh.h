@@ -7,7 +7,9 @@
 #include "transport/pki.h"
 
 /* Binds an endpoint for a future member: host from cfg->bind_addr (or
- * default_host), port from it (or ephemeral). */
+ * default_host), port from it (or ephemeral). When default_host is IPv6 (the
+ * endpoint will advertise an IPv6 address), a wildcard bind host ("*",
+ * "0.0.0.0") becomes "::", a dual-stack socket. */
 int nx_mesh_bind(nx_ep **out, const nexar_config *cfg, const char *default_host);
 /* Installs credentials (takes ownership of creds on success), starts the
  * progress thread, connects the full mesh before deadline and returns the

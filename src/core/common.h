@@ -54,7 +54,8 @@ int nx_ct_equal(const void *a, const void *b, size_t len);
 void *nx_calloc(size_t n, size_t size);
 char *nx_strdup(const char *s);
 
-/* Splits "host:port", "[v6]:port" into host and port; 0 or INVALID_ARGUMENT. */
+/* Splits "host:port", "[v6]:port" into host and port; 0 or INVALID_ARGUMENT.
+ * nx_addr_split (core/addr.h) with the field named in its error sentence. */
 int nx_split_hostport(const char *addr, char *host, size_t hostcap, uint16_t *port);
 
 #endif

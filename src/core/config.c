@@ -1,6 +1,7 @@
 /* Configuration: one table of fields, variables and defaults; strict parsers;
  * validation and the resolved internal copy. See config.h for the syntax. */
 #include "core/config.h"
+#include "core/addr.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -498,9 +499,9 @@ static int nx_config_validate(const nexar_config *c) {
   if (c->bind_addr) {
     char host[256];
     uint16_t port;
-    if (nx_split_hostport(c->bind_addr, host, sizeof host, &port) != 0)
-      return nx_fail(bad, "config.bind_addr '%.*s': expected host:port (port 0: ephemeral)",
-                     NX_SHOWN, c->bind_addr);
+    int rc =
+        nx_addr_split(c->bind_addr, "config.bind_addr (NEXAR_BIND_ADDR)", host, sizeof host, &port);
+    if (rc) return rc; /* the sentence names the field, the input and what is wrong */
   }
   return 0;
 }

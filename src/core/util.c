@@ -1,4 +1,4 @@
-/* Clock, CSPRNG, constant-time compare, allocation and address parsing. */
+/* Clock, CSPRNG, constant-time compare and allocation (address text: addr.c). */
 #include "core/common.h"
 
 #include <errno.h>
@@ -40,35 +40,4 @@ void *nx_calloc(size_t n, size_t size) {
 
 char *nx_strdup(const char *s) {
   return s ? strdup(s) : NULL;
-}
-
-int nx_split_hostport(const char *addr, char *host, size_t hostcap, uint16_t *port) {
-  if (!addr || !*addr) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "empty address");
-  const char *colon;
-  const char *h = addr;
-  size_t hlen;
-  if (addr[0] == '[') {
-    const char *rb = strchr(addr, ']');
-    if (!rb || rb[1] != ':')
-      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "address '%s': expected [v6]:port", addr);
-    h = addr + 1;
-    hlen = (size_t)(rb - h);
-    colon = rb + 1;
-  } else {
-    colon = strrchr(addr, ':');
-    if (!colon || strchr(addr, ':') != colon)
-      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "address '%s': expected host:port", addr);
-    hlen = (size_t)(colon - addr);
-  }
-  if (hlen == 0 || hlen >= hostcap)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "address '%s': bad host", addr);
-  char *end;
-  errno = 0;
-  unsigned long p = strtoul(colon + 1, &end, 10);
-  if (errno || *end || end == colon + 1 || p > 65535)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "address '%s': bad port", addr);
-  memcpy(host, h, hlen);
-  host[hlen] = 0;
-  *port = (uint16_t)p;
-  return 0;
 }

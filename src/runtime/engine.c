@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -12,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/addr.h"
 #include "core/config.h"
 #include "runtime/comm.h"
 #include "runtime/request.h"
@@ -122,26 +124,57 @@ uint64_t nx_ep_spin_ns(nx_ep *ep, int *yield) {
 }
 
 uint16_t nx_ep_port(const nx_ep *ep) {
-  const struct sockaddr_storage *ss = &ep->udp.local;
-  if (ss->ss_family == AF_INET6) return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
-  return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+  return nx_sockaddr_port((const struct sockaddr *)&ep->udp.local);
 }
 
-static int resolve(const char *hostport, struct sockaddr_storage *ss, socklen_t *len) {
-  char host[128];
+/* A dual-stack socket: IPv6, bound to every interface, IPv4 not turned off. */
+static int dual_stack(const nx_ep *ep) {
+  const struct sockaddr_in6 *l = (const struct sockaddr_in6 *)&ep->udp.local;
+  int v6only = 1;
+  socklen_t ol = sizeof v6only;
+  return ep->udp.family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&l->sin6_addr) &&
+         getsockopt(ep->udp.fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) == 0 && !v6only;
+}
+
+/* Rank j's advertised address as our socket reaches it: of the socket's
+ * family, or IPv4 mapped into IPv6 on a dual-stack socket. */
+static int resolve(const nx_ep *ep, uint32_t j, const char *hostport, struct sockaddr_storage *ss,
+                   socklen_t *len) {
+  char host[NX_ADDR_HOST_MAX];
   uint16_t port;
-  int rc = nx_split_hostport(hostport, host, sizeof host, &port);
+  int rc = nx_addr_split(hostport, "peer address", host, sizeof host, &port);
   if (rc) return rc;
   struct addrinfo hints = {0}, *res = NULL;
   hints.ai_socktype = SOCK_DGRAM;
+  hints.ai_flags = AI_NUMERICSERV;
   char ps[8];
   snprintf(ps, sizeof ps, "%u", port);
   int g = getaddrinfo(host, ps, &hints, &res);
   if (g || !res)
-    return nx_fail(NEXAR_ERR_IO, "cannot resolve peer address '%s': %s", hostport, gai_strerror(g));
-  memcpy(ss, res->ai_addr, res->ai_addrlen);
-  *len = res->ai_addrlen;
+    return nx_fail(NEXAR_ERR_IO, "cannot resolve the address of rank %u '%s': %s", j, hostport,
+                   gai_strerror(g));
+  const struct addrinfo *pick = NULL, *v4 = NULL;
+  for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next) {
+    if (ai->ai_family == ep->udp.family)
+      pick = ai;
+    else if (ai->ai_family == AF_INET && !v4)
+      v4 = ai;
+  }
+  if (!pick && v4 && dual_stack(ep)) pick = v4;
+  if (!pick) {
+    char mine[NX_ADDR_TEXT_MAX];
+    nx_addr_format((const struct sockaddr *)&ep->udp.local, ep->udp.locallen, mine, sizeof mine, 1);
+    freeaddrinfo(res);
+    return nx_fail(NEXAR_ERR_IO,
+                   "rank %u advertises %s, which has no %s address, and this endpoint's socket is "
+                   "%s (%s): bind to [::]:port (NEXAR_BIND_ADDR) to reach IPv4 and IPv6 peers",
+                   j, hostport, ep->udp.family == AF_INET6 ? "IPv6" : "IPv4",
+                   ep->udp.family == AF_INET6 ? "IPv6" : "IPv4", mine);
+  }
+  memcpy(ss, pick->ai_addr, pick->ai_addrlen);
+  *len = pick->ai_addrlen;
   freeaddrinfo(res);
+  if (ep->udp.family == AF_INET6) nx_sockaddr_map_v4(ss, len);
   return 0;
 }
 
@@ -160,7 +193,7 @@ int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_
       p->state = NX_PEER_UP;
       continue;
     }
-    int rc = resolve(addrs[j], &p->addr, &p->addrlen);
+    int rc = resolve(ep, j, addrs[j], &p->addr, &p->addrlen);
     if (rc) return rc;
   }
   ep->rank = rank;

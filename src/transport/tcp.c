@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/addr.h"
 #include "core/common.h"
 #include "transport/pki.h"
 
@@ -24,10 +25,7 @@ struct nx_tcp {
 };
 
 static void set_port(struct sockaddr_storage *ss, uint16_t port) {
-  if (ss->ss_family == AF_INET6)
-    ((struct sockaddr_in6 *)ss)->sin6_port = htons(port);
-  else
-    ((struct sockaddr_in *)ss)->sin_port = htons(port);
+  nx_sockaddr_set_port((struct sockaddr *)ss, port);
 }
 
 static void tune(int fd) {
@@ -47,6 +45,11 @@ int nx_tcp_listen(const struct sockaddr *local, socklen_t len, int *fd, uint16_t
   set_port(&ss, 0);
   int s = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) return nx_fail(NEXAR_ERR_IO, "bulk listener: socket: %s", strerror(errno));
+  /* on "::" (the UDP socket's dual stack), IPv4 peers dial in too */
+  int zero = 0;
+  if (ss.ss_family == AF_INET6 &&
+      IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)&ss)->sin6_addr))
+    setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
   if (bind(s, (struct sockaddr *)&ss, len) || listen(s, 64)) {
     int e = errno;
     close(s);
@@ -54,8 +57,7 @@ int nx_tcp_listen(const struct sockaddr *local, socklen_t len, int *fd, uint16_t
   }
   socklen_t sl = sizeof ss;
   getsockname(s, (struct sockaddr *)&ss, &sl);
-  *port = ss.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&ss)->sin6_port)
-                                   : ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  *port = nx_sockaddr_port((struct sockaddr *)&ss);
   *fd = s;
   return 0;
 }
@@ -142,8 +144,12 @@ int nx_tcp_connect(nx_tcp *t, const struct sockaddr *addr, socklen_t len, uint16
   memcpy(&ss, addr, len);
   set_port(&ss, port);
   set_timeout(t->fd, timeout_ms); /* connect honours SO_SNDTIMEO */
-  if (connect(t->fd, (struct sockaddr *)&ss, len))
-    return nx_fail(NEXAR_ERR_IO, "bulk connect to rank %u: %s", expect_rank, strerror(errno));
+  if (connect(t->fd, (struct sockaddr *)&ss, len)) {
+    int e = errno;
+    char to[NX_ADDR_TEXT_MAX];
+    nx_addr_format((struct sockaddr *)&ss, len, to, sizeof to, 1);
+    return nx_fail(NEXAR_ERR_IO, "bulk connect to rank %u at %s: %s", expect_rank, to, strerror(e));
+  }
   uint32_t rank = UINT32_MAX;
   int rc = id->creds ? handshake(t, 0, id, &rank) : 0;
   if (!rc && id->creds && rank != expect_rank)

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/addr.h"
+
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
@@ -183,11 +185,18 @@ int nx_udp_open(nx_udp *u, const char *host, uint16_t port) {
     freeaddrinfo(res);
     return nx_fail(NEXAR_ERR_IO, "socket: %s", strerror(errno));
   }
+  /* "::" serves IPv4 peers too (as IPv4-mapped addresses), whatever the
+   * system's bindv6only default */
+  int zero = 0;
+  if (res->ai_family == AF_INET6 && nx_addr_is_wildcard(h))
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
   if (bind(fd, res->ai_addr, res->ai_addrlen) < 0) {
     int e = errno;
+    char shown[NX_ADDR_TEXT_MAX];
+    nx_addr_join(shown, sizeof shown, h, port);
     freeaddrinfo(res);
     close(fd);
-    return nx_fail(NEXAR_ERR_IO, "bind %s:%u: %s", h, port, strerror(e));
+    return nx_fail(NEXAR_ERR_IO, "bind %s: %s", shown, strerror(e));
   }
   u->family = res->ai_family;
   freeaddrinfo(res);
@@ -197,9 +206,10 @@ int nx_udp_open(nx_udp *u, const char *host, uint16_t port) {
   if (setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) < 0)
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sz, sizeof sz);
   /* Oversize datagrams must fail with EMSGSIZE rather than fragment. */
-  int pmtu = IP_PMTUDISC_DO;
-  if (u->family == AF_INET) setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
-  else setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu);
+  int pmtu = IP_PMTUDISC_DO, pmtu6 = IPV6_PMTUDISC_DO;
+  if (u->family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu6, sizeof pmtu6);
+  /* IPv4, and the IPv4-mapped traffic of a dual-stack socket */
+  setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu);
   int one = 1;
   u->gro = setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) == 0;
   int seg = 1200;
@@ -337,7 +347,13 @@ int nx_udp_recv(nx_udp *u, nx_udp_rx_fn fn, void *ud) {
   return n; /* recvmmsg count: below the batch means the socket is drained */
 }
 
-size_t nx_udp_path_payload(const struct sockaddr *addr, socklen_t len) {
+size_t nx_udp_path_payload(const struct sockaddr *to, socklen_t tolen) {
+  /* an IPv4-mapped peer (dual-stack socket) has an IPv4 path */
+  struct sockaddr_storage ss;
+  socklen_t len = NX_MIN(tolen, (socklen_t)sizeof ss);
+  memcpy(&ss, to, len);
+  nx_sockaddr_unmap_v4(&ss, &len);
+  const struct sockaddr *addr = (const struct sockaddr *)&ss;
   int fd = socket(addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return 1200;
   size_t payload = 1200;

@@ -1,12 +1,14 @@
 # Shared by the network-namespace tests: three hosts ${P}h1..3, each with an
 # eth0 at SUBNET.1..3/24, joined by a bridge living in a fourth namespace
-# ${P}br, so no address outside these namespaces is ever used.
-#   source netns_lib.sh; nx_netns_up <prefix> <subnet, e.g. 10.77.0>
+# ${P}br, so no address outside these namespaces is ever used. With a third
+# argument (an IPv6 /64 prefix, e.g. fd00:6e78:), eth0 also gets PREFIX:N/64
+# (nodad: usable at once, no duplicate address detection delay).
+#   source netns_lib.sh; nx_netns_up <prefix> <subnet, e.g. 10.77.0> [v6 prefix]
 # nx_netns_up exits 77 (ctest SKIP) without root or namespaces.
 nx_netns_up() {
   P=$1
   BR=${P}br
-  local net=$2 i
+  local net=$2 v6=${3:-} i
   if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null; then
     echo "SKIP: needs root and iproute2"
     exit 77
@@ -22,6 +24,7 @@ nx_netns_up() {
     ip -n "$BR" link set "${P}b$i" up
     ip -n "${P}h$i" link set "${P}v$i" name eth0
     ip -n "${P}h$i" addr add "$net.$i/24" dev eth0
+    [ -z "$v6" ] || ip -n "${P}h$i" addr add "$v6:$i/64" dev eth0 nodad
     ip -n "${P}h$i" link set eth0 up
     ip -n "${P}h$i" link set lo up
   done

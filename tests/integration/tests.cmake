@@ -101,3 +101,35 @@ add_test(NAME integration.torchrun COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/inte
          $<TARGET_FILE:mesh_worker>)
 set_tests_properties(integration.torchrun PROPERTIES TIMEOUT 120 LABELS "integration")
 # END torchrun
+# BEGIN ipv6
+# Worlds over IPv6. Threads over ::1 (bootstrap_local with NEXAR_BIND_ADDR=[::1]:0):
+# every peer reached at an IPv6 address, point-to-point and allreduce up to
+# 8 MiB; again with the TCP bulk path (TLS), and on the dual-stack [::]; the
+# whole p2p suite over ::1. Processes: nexar-run --listen [::1]:0, nexar-seed
+# at [::1], torchrun variables with MASTER_ADDR=::1, a dual-stack worker in an
+# IPv4 world, bare IPv6 addresses refused. Skipped (77) without IPv6 loopback.
+add_test(NAME integration.ipv6.threads COMMAND ipv6_test 3)
+add_test(NAME integration.ipv6.bulk_tls COMMAND ipv6_test 3)
+add_test(NAME integration.ipv6.dual_stack COMMAND ipv6_test 3)
+add_test(NAME integration.ipv6.p2p_world3 COMMAND p2p_test 3)
+add_test(NAME integration.ipv6.processes
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/ipv6_proc_test.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(integration.ipv6.threads integration.ipv6.bulk_tls
+                     integration.ipv6.dual_stack integration.ipv6.p2p_world3
+                     integration.ipv6.processes
+                     PROPERTIES TIMEOUT 120 LABELS "integration;ipv6" SKIP_RETURN_CODE 77
+                     ENVIRONMENT "NEXAR_BIND_ADDR=[::1]:0")
+set_tests_properties(integration.ipv6.bulk_tls PROPERTIES ENVIRONMENT
+                     "NEXAR_BIND_ADDR=[::1]:0;NEXAR_BULK_TCP_LOCAL=1;IPV6_WANT_BULK=2")
+set_tests_properties(integration.ipv6.dual_stack PROPERTIES ENVIRONMENT
+                     "NEXAR_BIND_ADDR=[::]:0;NEXAR_BULK_TCP_LOCAL=1;IPV6_WANT_BULK=2")
+set_tests_properties(integration.ipv6.processes PROPERTIES ENVIRONMENT "")
+# Three network-namespace hosts with IPv6 addresses (fd00:6e78::1..3), the
+# seed on the IPv6 one: the world forms over IPv6 and the 8 MiB messages take
+# the TLS bulk TCP stream between hosts over IPv6.
+add_test(NAME integration.netns_ipv6 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/netns_test.sh
+         $<TARGET_FILE:nexar-seed> $<TARGET_FILE:mesh_worker> 0 6)
+set_tests_properties(integration.netns_ipv6 PROPERTIES TIMEOUT 180 LABELS "integration;netns"
+                     SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
+                     ENVIRONMENT "MESH_WANT_BULK=2;NEXAR_BULK_TCP_LOCAL=1")
+# END ipv6
