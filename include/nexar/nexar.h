@@ -6,8 +6,12 @@
  * thread, with three limits: (1) collectives on one communicator are issued in
  * the same order on every rank; (2) nexar_x_del must not overlap or be followed
  * by any other call on that object; (3) a request is used by one thread at a
- * time. Internally, one progress thread per endpoint owns the UDP socket and
- * every QUIC connection; application threads post work to it and wait.
+ * time. Internally, whoever holds the endpoint lock drives it: its progress
+ * thread, or an application thread waiting for a request (it runs progress
+ * itself, so a reply wakes it directly). Non-blocking operations never take a
+ * thread of their own: a collective is a schedule advanced, outside the lock,
+ * by whichever of those threads sees its messages complete. Callbacks
+ * (failure notices, RPC handlers) run on a small library worker pool.
  *
  * Errors: every fallible call returns 0 (NEXAR_OK) or a negative NEXAR_ERR_*
  * code; nexar_last_error() gives a sentence naming the operation, the peer and
