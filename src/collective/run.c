@@ -116,6 +116,11 @@ static void on_timer(nx_work *w) {
  * inside the request's lock, so the run outlives this call). */
 static void on_done(void *arg) {
   nx_run *u = arg;
+  /* A thread is advancing the run right now (typically the one whose send
+   * just completed at post time): it goes round once more, no queueing. */
+  int p = atomic_load(&u->pending);
+  while (p > 0)
+    if (atomic_compare_exchange_weak(&u->pending, &p, p + 1)) return;
   atomic_fetch_add(&u->refs, 1);
   if (!nx_ep_defer(u->ep, &u->kick)) atomic_fetch_sub(&u->refs, 1);
 }

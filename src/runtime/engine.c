@@ -624,8 +624,10 @@ static void *progress_main(void *arg) {
     ep->sleep_until = now + (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     pthread_mutex_unlock(&ep->mu);
     /* deferred work (collective schedules) runs outside the lock; what it
-     * queued is written by the next pass at once */
-    if (nx_ep_run_deferred(ep)) ts.tv_sec = 0, ts.tv_nsec = 0;
+     * queued is written by the next pass at once. While an application
+     * thread drives, it runs the work itself (as it does the socket): taking
+     * it here would hand every step over between threads. */
+    if (!spinning && nx_ep_run_deferred(ep)) ts.tv_sec = 0, ts.tv_nsec = 0;
     int fd = driven ? ep->epfd_ctl : ep->epfd;
     int n = epoll_pwait2(fd, evs, 4, &ts, NULL);
     pthread_mutex_lock(&ep->mu);
