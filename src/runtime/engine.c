@@ -198,6 +198,7 @@ int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_
   }
   ep->rank = rank;
   ep->world = world;
+  ep->route = (nx_route){.world = world, .me = rank};
   memcpy(ep->cluster_id, cluster_id, 16);
   ep->creds = creds;
   nx_log_set_rank(rank);
@@ -217,9 +218,12 @@ void nx_ep_wake(nx_ep *ep) {
   (void)r;
 }
 
+/* 1 while a connection this rank must dial has not been started. */
 static int want_connect(nx_ep *ep) {
-  return ep->stop == 0 && ep->peers && ep->creds && ep->world > 0 && ep->rank + 1 < ep->world &&
-         ep->peers[ep->rank + 1].state == NX_PEER_INIT;
+  if (ep->stop || !ep->peers || !ep->creds) return 0;
+  for (uint32_t j = 0; j < ep->world; j++)
+    if (nx_route_dials(&ep->route, ep->rank, j) && ep->peers[j].state == NX_PEER_INIT) return 1;
+  return 0;
 }
 
 int nx_ep_connect_mesh(nx_ep *ep, uint64_t deadline_ns) {
@@ -279,7 +283,13 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
     if (req) nx_req_complete(req, rc, rc ? nexar_last_error() : NULL);
     return rc;
   }
-  nx_peer *p = &ep->peers[dest];
+  uint32_t hop = nx_route_next_hop(&ep->route, dest);
+  if (hop != dest) /* only a sparse topology has relays, and none is formed yet */
+    return nx_fail(NEXAR_ERR_UNSUPPORTED,
+                   "send to rank %u: no direct connection (relay routing "
+                   "is not implemented)",
+                   dest);
+  nx_peer *p = &ep->peers[hop];
   if (p->state == NX_PEER_DEAD)
     return nx_fail(p->dead_code, "send to rank %u: peer lost (%s)", dest, p->why);
   /* Collective messages always meet a posted receive (no eager buffering is
@@ -592,7 +602,9 @@ static void *progress_main(void *arg) {
   pthread_mutex_lock(&ep->mu);
   while (!ep->stop) {
     if (want_connect(ep)) {
-      for (uint32_t j = ep->rank + 1; j < ep->world; j++) {
+      for (uint32_t j = 0; j < ep->world; j++) {
+        if (!nx_route_dials(&ep->route, ep->rank, j) || ep->peers[j].state != NX_PEER_INIT)
+          continue;
         int rc = nx_qconn_client_new(ep, &ep->peers[j]);
         if (rc) nx_peer_dead_locked(ep, &ep->peers[j], NEXAR_ERR_PEER_LOST, nexar_last_error());
       }

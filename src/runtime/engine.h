@@ -19,6 +19,7 @@
 #include "core/config.h"
 #include "core/frame.h"
 #include "transport/udp.h"
+#include "proto/route.h"
 #include "runtime/work.h"
 
 typedef struct nx_ep nx_ep;
@@ -193,6 +194,7 @@ struct nx_ep {
   int stop;
   atomic_int refs;
   uint32_t rank, world;
+  nx_route route; /* who dials whom, next hops (proto/route.h) */
   nx_peer *peers;
   uint8_t cluster_id[16];
   gnutls_certificate_credentials_t creds;
