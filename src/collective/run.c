@@ -24,6 +24,7 @@ typedef struct nx_run {
   nx_ep *ep;
   nexar_request *req;
   int over;
+  atomic_int timer_set; /* step armed the timer; cleared when it fires */
   uint64_t now, wake;
   char why[512];
 } nx_run;
@@ -84,7 +85,10 @@ static void step(nx_run *u) {
     complete(u);
     return;
   }
-  if (u->wake == UINT64_MAX) return;
+  /* Arm once: a timer that fires early (the deadline moved on as bytes
+   * arrived) just re-advances and re-arms; re-arming on every step would
+   * cost a lock per message. */
+  if (u->wake == UINT64_MAX || atomic_exchange(&u->timer_set, 1)) return;
   atomic_fetch_add(&u->refs, 1);
   if (!nx_ep_defer_at(u->ep, &u->timer, u->wake)) atomic_fetch_sub(&u->refs, 1);
 }
@@ -108,6 +112,7 @@ static void on_kick(nx_work *w) {
 
 static void on_timer(nx_work *w) {
   nx_run *u = (nx_run *)((char *)w - offsetof(nx_run, timer));
+  atomic_store(&u->timer_set, 0);
   drive(u);
   unref(u);
 }

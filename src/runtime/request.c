@@ -153,7 +153,10 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
     /* collective schedules released by what arrived advance here, on the
      * waiting thread; then look again at once */
     if (nx_ep_run_deferred(ep)) {
-      first = 0;
+      /* what it sent is written already; epoll says at once whether an
+       * answer is there (a progress pass now would mostly cost an empty
+       * recvmmsg, as on entry) */
+      first = 1;
       if (atomic_load_explicit(&r->done, memory_order_acquire)) break;
       continue;
     }
