@@ -23,19 +23,23 @@ static void wake(nx_ep *ep) {
   (void)k;
 }
 
+/* Appends w to the run queue unless it is there; 1 if appended. */
+static int enqueue_locked(nx_ep *ep, nx_work *w) {
+  if (w->queued) return 0;
+  w->queued = 1;
+  w->next = NULL;
+  if (ep->work_tail)
+    ep->work_tail->next = w;
+  else
+    ep->work_head = w;
+  ep->work_tail = w;
+  atomic_fetch_add(&ep->work_n, 1);
+  return 1;
+}
+
 int nx_ep_defer(nx_ep *ep, nx_work *w) {
   pthread_mutex_lock(&ep->work_mu);
-  int now = !w->queued;
-  if (now) {
-    w->queued = 1;
-    w->next = NULL;
-    if (ep->work_tail)
-      ep->work_tail->next = w;
-    else
-      ep->work_head = w;
-    ep->work_tail = w;
-    atomic_fetch_add(&ep->work_n, 1);
-  }
+  int now = enqueue_locked(ep, w);
   pthread_mutex_unlock(&ep->work_mu);
   if (now) wake(ep);
   return now;
@@ -98,16 +102,7 @@ static void fire_timers_locked(nx_ep *ep, uint64_t now) {
     }
     *pp = t->tnext;
     t->armed = 0;
-    if (!t->queued) {
-      t->queued = 1;
-      t->next = NULL;
-      if (ep->work_tail)
-        ep->work_tail->next = t;
-      else
-        ep->work_head = t;
-      ep->work_tail = t;
-      atomic_fetch_add(&ep->work_n, 1);
-    }
+    enqueue_locked(ep, t);
   }
   timer_min_locked(ep);
 }

@@ -173,21 +173,6 @@ typedef struct ccase {
   int algo;
 } ccase;
 
-static nexar_op op_of(int kind) {
-  switch (kind) {
-  case NX_COLL_ALL_REDUCE:
-  case NX_COLL_REDUCE_SCATTER:
-  case NX_COLL_REDUCE:
-  case NX_COLL_SCAN:
-  case NX_COLL_EXSCAN:
-  case NX_COLL_ALL_REDUCE_BUCKETED:
-  case NX_COLL_ALL_REDUCE_RS_AG:
-    return NEXAR_SUM;
-  default:
-    return NEXAR_SUM;
-  }
-}
-
 typedef struct rstate {
   nx_job j;
   char *buf, *send, *recv;
@@ -206,7 +191,7 @@ static int run_case(const ccase *cc, uint32_t n, size_t count, nexar_dtype dt, u
   rstate *rs = calloc(n, sizeof *rs);
   size_t es = nexar_dtype_size(dt), blk = count * es;
   int salt = (int)(seed % 1000);
-  nexar_op op = op_of(cc->kind);
+  nexar_op op = NEXAR_SUM; /* exact inputs: every order gives the same bits */
   int fails = 0;
   tctx tc = {.n = n};
   for (uint32_t r = 0; r < n; r++) {
