@@ -101,3 +101,9 @@ add_test(NAME integration.torchrun COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/inte
          $<TARGET_FILE:mesh_worker>)
 set_tests_properties(integration.torchrun PROPERTIES TIMEOUT 120 LABELS "integration")
 # END torchrun
+# BEGIN seed-hardening
+# The bulk listener under 3,000 connect-and-close from a stranger, and silent
+# connections: descriptors back to the baseline, threads bounded.
+add_test(NAME integration.bulk_churn COMMAND bulk_churn_test 3000)
+set_tests_properties(integration.bulk_churn PROPERTIES TIMEOUT 120 LABELS "integration")
+# END seed-hardening
