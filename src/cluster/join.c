@@ -1,6 +1,8 @@
 /* Workers: nexar_join (through a seed) and nexar_init_from_env (NEXAR_SEED_ADDR
  * or torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE). The private key is
  * generated here and never leaves the process; the seed only sees a CSR. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -20,8 +22,10 @@ static void advertised(nx_ep *ep, const nexar_config *cfg, nx_chan *ch, char *ou
   if (cfg->bind_addr) nx_split_hostport(cfg->bind_addr, host, sizeof host, &port);
   if (!host[0] || !strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !strcmp(host, "*"))
     nx_chan_local_ip(ch, host, sizeof host);
-  if (strchr(host, ':')) snprintf(out, cap, "[%s]:%u", host, nx_ep_port(ep));
-  else snprintf(out, cap, "%s:%u", host, nx_ep_port(ep));
+  if (strchr(host, ':'))
+    snprintf(out, cap, "[%s]:%u", host, nx_ep_port(ep));
+  else
+    snprintf(out, cap, "%s:%u", host, nx_ep_port(ep));
 }
 
 /* Connects to the seed, retrying while it is not up yet (launchers start
@@ -29,23 +33,66 @@ static void advertised(nx_ep *ep, const nexar_config *cfg, nx_chan *ch, char *ou
 static int connect_seed(nx_chan **ch, const char *seed, const char *token, uint64_t deadline) {
   for (;;) {
     uint64_t now = nx_now_ns();
-    uint32_t left = deadline ? (uint32_t)NX_MIN((deadline - NX_MIN(deadline, now)) / 1000000ull,
-                                                 UINT32_MAX)
-                             : 60000;
+    uint32_t left =
+        deadline ? (uint32_t)NX_MIN((deadline - NX_MIN(deadline, now)) / 1000000ull, UINT32_MAX)
+                 : 60000;
     if (deadline && left == 0)
       return nx_fail(NEXAR_ERR_TIMEOUT, "join: seed at %s not reachable in time", seed);
     int rc = nx_chan_connect(ch, seed, token, NX_MIN(left, 10000u));
-    if (rc != NEXAR_ERR_IO) return rc;
+    /* IO: not up yet, or shedding load; TIMEOUT of one attempt: busy. Both retry. */
+    if (rc != NEXAR_ERR_IO && !(rc == NEXAR_ERR_TIMEOUT && left > 10000u)) return rc;
     struct timespec ts = {0, 100000000};
     nanosleep(&ts, NULL);
   }
+}
+
+/* While the mesh forms, the seed channel stays open: the seed sends LOST if
+ * another worker dies before reporting its mesh up, and that rank is marked
+ * dead here, so the formation fails at once naming it. */
+typedef struct seed_watch {
+  nx_chan *ch;
+  nx_ep *ep;
+  pthread_t thr;
+  int started;
+  atomic_int stop;
+} seed_watch;
+
+static void *watch_main(void *arg) {
+  seed_watch *w = arg;
+  while (!atomic_load(&w->stop)) {
+    void *m = NULL;
+    size_t len = 0;
+    int rc = nx_chan_recv(w->ch, &m, &len, 50);
+    if (rc == NEXAR_ERR_TIMEOUT) continue;
+    if (rc) break; /* the seed is gone: nothing more to learn from it */
+    nx_lost l;
+    int lost = nx_lost_decode(m, len, &l) == 0;
+    free(m);
+    if (!lost) continue;
+    pthread_mutex_lock(&w->ep->mu);
+    if (l.rank < w->ep->world) {
+      char why[320];
+      snprintf(why, sizeof why, "the seed reports: %s", l.reason);
+      nx_peer_dead_locked(w->ep, &w->ep->peers[l.rank], NEXAR_ERR_PEER_LOST, why);
+    }
+    pthread_mutex_unlock(&w->ep->mu);
+    break;
+  }
+  return NULL;
+}
+
+static void watch_start(nx_ep *ep, void *arg) {
+  seed_watch *w = arg;
+  w->ep = ep;
+  w->started = pthread_create(&w->thr, NULL, watch_main, w) == 0;
 }
 
 static int join_ex(nexar_client **out, const char *seed_addr, const nexar_config *ucfg,
                    uint32_t want_rank, uint32_t world_hint, nexar_seed *own_seed) {
   if (!out) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: NULL out");
   *out = NULL;
-  if (!seed_addr || !*seed_addr) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: no seed address");
+  if (!seed_addr || !*seed_addr)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: no seed address");
   nexar_config cfg;
   int rc = nx_config_resolve(ucfg, &cfg);
   if (rc) return rc;
@@ -94,7 +141,8 @@ static int join_ex(nexar_client **out, const char *seed_addr, const nexar_config
     nx_refuse r;
     if (nx_refuse_decode(reply, len, &r) == 0 && r.code < 0)
       rc = nx_fail(r.code, "join: the seed at %s refused: %s", seed_addr, r.reason);
-    else rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: malformed refusal from the seed");
+    else
+      rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: malformed refusal from the seed");
     goto out;
   }
   if (type != NX_BOOT_WELCOME || nx_welcome_decode(reply, len, &w) != 0) {
@@ -110,11 +158,23 @@ static int join_ex(nexar_client **out, const char *seed_addr, const nexar_config
     goto out;
   }
   if ((rc = nx_tls_creds_new(&creds, key, w.cert, w.cert_len, w.ca_cert, w.ca_len))) goto out;
-  nx_chan_del(ch);
-  ch = NULL;
   NX_INFO("joined as rank %u of %u", w.rank, w.world_size);
-  rc = nx_mesh_form(ep, w.rank, w.world_size, w.cluster_id, creds, w.addrs, deadline, out);
+  seed_watch sw = {.ch = ch};
+  rc = nx_mesh_form_ex(ep, w.rank, w.world_size, w.cluster_id, creds, w.addrs, deadline,
+                       watch_start, &sw, out);
   creds = NULL;
+  if (sw.started) {
+    atomic_store(&sw.stop, 1);
+    pthread_join(sw.thr, NULL);
+  }
+  if (!rc) { /* tell the seed our mesh is up; it cannot change the outcome any more */
+    uint8_t *fb;
+    size_t fl;
+    if (nx_formed_encode(&fb, &fl) == 0) {
+      nx_chan_send(ch, fb, fl, 2000);
+      free(fb);
+    }
+  }
   if (!rc && own_seed) (*out)->owned_seed = own_seed;
 out:
   if (creds) gnutls_certificate_free_credentials(creds);
@@ -160,7 +220,9 @@ int nexar_init_from_env(nexar_client **out) {
   if ((rc = nx_env_u32("WORLD_SIZE", &world, &have_world))) return rc;
   if (!have_port || !have_rank || !have_world)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: MASTER_ADDR is set but %s is not",
-                   !have_port ? "MASTER_PORT" : !have_rank ? "RANK" : "WORLD_SIZE");
+                   !have_port   ? "MASTER_PORT"
+                   : !have_rank ? "RANK"
+                                : "WORLD_SIZE");
   if (world == 0 || rank >= world)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: RANK=%u with WORLD_SIZE=%u", rank,
                    world);
@@ -175,8 +237,10 @@ int nexar_init_from_env(nexar_client **out) {
     sport = (agent && !strcmp(agent, "True")) ? (uint16_t)(mport + 1) : mport;
   }
   char addr[NX_ADDR_MAX];
-  if (strchr(maddr, ':') && maddr[0] != '[') snprintf(addr, sizeof addr, "[%s]:%u", maddr, sport);
-  else snprintf(addr, sizeof addr, "%s:%u", maddr, sport);
+  if (strchr(maddr, ':') && maddr[0] != '[')
+    snprintf(addr, sizeof addr, "[%s]:%u", maddr, sport);
+  else
+    snprintf(addr, sizeof addr, "%s:%u", maddr, sport);
   nexar_seed *s = NULL;
   if (rank == 0) { /* rank 0 hosts the seed, as torchrun's store host does */
     char listen[NX_ADDR_MAX];
