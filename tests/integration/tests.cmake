@@ -106,4 +106,9 @@ set_tests_properties(integration.torchrun PROPERTIES TIMEOUT 120 LABELS "integra
 # connections: descriptors back to the baseline, threads bounded.
 add_test(NAME integration.bulk_churn COMMAND bulk_churn_test 3000)
 set_tests_properties(integration.bulk_churn PROPERTIES TIMEOUT 120 LABELS "integration")
+# Workers form despite 2,000 idle connections to the seed (processes).
+add_test(NAME integration.seed_flood
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/seed_flood_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:seed_holder> $<TARGET_FILE:mesh_worker>)
+set_tests_properties(integration.seed_flood PROPERTIES TIMEOUT 150 LABELS "integration")
 # END seed-hardening
