@@ -350,7 +350,8 @@ int nx_chan_server(nx_chan **out, int fd, const char *token, uint32_t timeout_ms
   }
   struct sockaddr_storage ss;
   socklen_t sl = sizeof ss;
-  if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+  if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 &&
+      (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
     format_addr((struct sockaddr *)&ss, sl, c->peer, sizeof c->peer, 1);
   else
     snprintf(c->peer, sizeof c->peer, "fd %d", fd);
