@@ -92,5 +92,8 @@ int main(int argc, char **argv) {
       }
   }
   printf("done: at most %ld open at once, %ld closed by the far end\n", most, closed);
+  for (long i = 0; i < n; i++)
+    if (p[i].fd >= 0) close(p[i].fd);
+  free(p);
   return 0;
 }
