@@ -37,7 +37,8 @@ enum { BK_HELLO = 1, BK_HELLO_ACK = 2, BK_CTS = 3, BK_DATA = 4 };
 #define BK_HDR 24
 #define BK_SETUP_MS 10000 /* connect, handshake, hello */
 /* An accepted connection must prove itself (TLS and hello) within this, and
- * at most this many may try at once; others are closed at once. */
+ * at most this many beyond our rank (every lower rank dials us once) may try
+ * at once; others are closed at once. */
 #define BK_PREAUTH_MS 5000
 #define BK_PREAUTH_MAX 64
 #define BK_TICK_MS 100 /* the listener reaps and enforces deadlines this often */
@@ -410,7 +411,8 @@ static void *listener_main(void *arg) {
     pthread_mutex_lock(&ep->mu);
     if (r < 0) break;
     if (r > 0) continue;
-    if (ep->bulk_stop || trying >= BK_PREAUTH_MAX || !from_dialer_locked(ep, &src)) {
+    if (ep->bulk_stop || trying >= BK_PREAUTH_MAX + (int)ep->rank ||
+        !from_dialer_locked(ep, &src)) {
       close(fd); /* a stranger, or too many at once: refused and freed now */
       continue;
     }
