@@ -499,6 +499,7 @@ static void *accept_main(void *arg) {
       if (age >= (s->pend[i].ready ? NX_SEED_PREAUTH_MS : NX_SEED_IDLE_MS)) drop_pending(s, i);
     }
     hand_off_locked(s);
+    int starved = 0;
     for (int k = 0; r > 0 && (pfd[0].revents & POLLIN) && k < 256 && !s->stop; k++) {
       struct sockaddr_storage src;
       socklen_t sl = sizeof src;
@@ -507,11 +508,18 @@ static void *accept_main(void *arg) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         /* out of descriptors: the oldest silent connection gives its own */
         if ((errno == EMFILE || errno == ENFILE) && evict_oldest(s, NULL)) continue;
+        starved = errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM;
         break;
       }
       admit(s, fd, &src, now);
     }
     hand_off_locked(s);
+    if (starved) { /* the backlog stays readable: do not spin on it */
+      pthread_mutex_unlock(&s->mu);
+      struct timespec ts = {0, 50 * 1000000L};
+      nanosleep(&ts, NULL);
+      pthread_mutex_lock(&s->mu);
+    }
   }
   while (s->npend)
     drop_pending(s, s->npend - 1);
