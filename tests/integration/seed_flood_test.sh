@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Workers form despite 2,000 idle connections to the seed (loopback only).
-# nexar-seed runs under `ulimit -n 1024`; seed_holder keeps 2,000 silent
+# nexar-seed runs under `ulimit -n ${SEED_NOFILE:-1024}`; seed_holder keeps 2,000 silent
 # connections to it open, reopening each one the seed closes; then 3
 # mesh_worker processes join (connect timeout 30 s). Every worker must form
 # and finish (exit 0) within FORM_BOUND_S, none may see NEXAR_ERR_AUTH, and
@@ -20,7 +20,7 @@ cleanup() {
 trap cleanup EXIT
 export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 export NEXAR_CONNECT_TIMEOUT_MS=30000
-(ulimit -n 1024 && exec "$SEED" --listen 127.0.0.1:0 --world-size $N --once --timeout-ms 90000) \
+(ulimit -n "${SEED_NOFILE:-1024}" && exec "$SEED" --listen 127.0.0.1:0 --world-size $N --once --timeout-ms 90000) \
   >"$D/seed" 2>"$D/seed.err" &
 SEEDPID=$!
 PIDS+=($SEEDPID)

@@ -111,6 +111,13 @@ add_test(NAME integration.seed_flood
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/seed_flood_test.sh
                  $<TARGET_FILE:nexar-seed> $<TARGET_FILE:seed_holder> $<TARGET_FILE:mesh_worker>)
 set_tests_properties(integration.seed_flood PROPERTIES TIMEOUT 150 LABELS "integration")
+# The same with room for every connection (ulimit -n 8192): before the fix the
+# seed closed connections past 1,024 and workers failed with NEXAR_ERR_AUTH.
+add_test(NAME integration.seed_flood_8k
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/seed_flood_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:seed_holder> $<TARGET_FILE:mesh_worker>)
+set_tests_properties(integration.seed_flood_8k PROPERTIES TIMEOUT 150 LABELS "integration"
+                     ENVIRONMENT "SEED_NOFILE=8192")
 # A joiner SIGKILLed (or stopped, then killed) at 15 seeded random moments of
 # formation: survivors succeed, or fail within 4 s of the kill, never TIMEOUT.
 add_test(NAME integration.seed_kill
