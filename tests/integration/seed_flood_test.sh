@@ -20,7 +20,10 @@ cleanup() {
 trap cleanup EXIT
 export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 export NEXAR_CONNECT_TIMEOUT_MS=30000
-(ulimit -n "${SEED_NOFILE:-1024}" && exec "$SEED" --listen 127.0.0.1:0 --world-size $N --once --timeout-ms 90000) \
+NOFILE=${SEED_NOFILE:-1024}
+HARD=$(ulimit -Hn)
+[ "$HARD" != unlimited ] && [ "$HARD" -lt "$NOFILE" ] && NOFILE=$HARD
+(ulimit -n "$NOFILE" && exec "$SEED" --listen 127.0.0.1:0 --world-size $N --once --timeout-ms 90000) \
   >"$D/seed" 2>"$D/seed.err" &
 SEEDPID=$!
 PIDS+=($SEEDPID)
