@@ -53,6 +53,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int rc = nx_refuse_encode(&r, &enc, &len); /* before reading enc/len */
     same_or_abort(rc, enc, len, data, size, "refuse");
   }
+  if (nx_formed_decode(data, size) == 0) {
+    if (type != NX_BOOT_FORMED) abort();
+    int rc = nx_formed_encode(&enc, &len);
+    same_or_abort(rc, enc, len, data, size, "formed");
+  }
+  nx_lost l;
+  if (nx_lost_decode(data, size, &l) == 0) {
+    if (type != NX_BOOT_LOST || l.rank >= NX_BOOT_WORLD_MAX) abort();
+    int rc = nx_lost_encode(&l, &enc, &len);
+    same_or_abort(rc, enc, len, data, size, "lost");
+  }
   return 0;
 }
 
@@ -114,6 +125,12 @@ static int write_seeds(const char *dir) {
   nx_refuse r = {.code = NEXAR_ERR_AUTH};
   snprintf(r.reason, sizeof r.reason, "rank 2 already taken");
   bad |= nx_refuse_encode(&r, &b, &n) || write_file(dir, "refuse", b, n);
+  free(b);
+  bad |= nx_formed_encode(&b, &n) || write_file(dir, "formed", b, n);
+  free(b);
+  nx_lost l = {.rank = 5};
+  snprintf(l.reason, sizeof l.reason, "rank 5 (10.0.0.5:4000) was lost during formation");
+  bad |= nx_lost_encode(&l, &b, &n) || write_file(dir, "lost", b, n);
   free(b);
   return bad;
 }

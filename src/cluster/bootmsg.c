@@ -163,7 +163,7 @@ static int alloc_out(size_t n, uint8_t **out, wr *w) {
 int nx_bootmsg_type(const uint8_t *in, size_t len) {
   if (!in || len < HDR_LEN)
     return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap message: %zu bytes is too short", len);
-  if (in[0] < NX_BOOT_HELLO || in[0] > NX_BOOT_REFUSE)
+  if (in[0] < NX_BOOT_HELLO || in[0] > NX_BOOT_LOST)
     return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap message: unknown type %u", (unsigned)in[0]);
   return in[0];
 }
@@ -410,6 +410,68 @@ int nx_refuse_decode(const uint8_t *in, size_t len, nx_refuse *m) {
   if (!text_ok(reason, lr))
     return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap refuse: reason has control characters");
   m->code = scode;
+  memcpy(m->reason, reason, lr);
+  return 0;
+}
+
+/* ------------------------------------------------------------ FORMED, LOST */
+
+int nx_formed_encode(uint8_t **out, size_t *len) {
+  if (!out || !len) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "formed encode: NULL");
+  wr w = {NULL, 0};
+  int rc = alloc_out(HDR_LEN, out, &w);
+  if (rc) return rc;
+  wr_header(&w, NX_BOOT_FORMED);
+  *len = w.off;
+  return 0;
+}
+
+int nx_formed_decode(const uint8_t *in, size_t len) {
+  if (!in) return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap formed: empty");
+  rd r = {in, len, 0};
+  int rc = rd_header(&r, NX_BOOT_FORMED, "formed");
+  if (rc) return rc;
+  if (r.off != len)
+    return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap formed: %zu trailing bytes", len - r.off);
+  return 0;
+}
+
+int nx_lost_encode(const nx_lost *m, uint8_t **out, size_t *len) {
+  size_t lr;
+  if (!m || !out || !len) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "lost encode: NULL");
+  if (m->rank >= NX_BOOT_WORLD_MAX)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "lost encode: rank %u", (unsigned)m->rank);
+  if (!cstr_len(m->reason, sizeof m->reason, &lr) || !text_ok((const uint8_t *)m->reason, lr))
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "lost encode: bad reason text");
+  wr w = {NULL, 0};
+  int rc = alloc_out(HDR_LEN + 4 + 1 + lr, out, &w);
+  if (rc) return rc;
+  wr_header(&w, NX_BOOT_LOST);
+  wr_u32(&w, m->rank);
+  wr_str8(&w, m->reason);
+  *len = w.off;
+  return 0;
+}
+
+int nx_lost_decode(const uint8_t *in, size_t len, nx_lost *m) {
+  if (!m) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "lost decode: NULL");
+  memset(m, 0, sizeof *m);
+  if (!in) return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap lost: empty");
+  rd r = {in, len, 0};
+  int rc = rd_header(&r, NX_BOOT_LOST, "lost");
+  if (rc) return rc;
+  uint32_t rank;
+  const uint8_t *reason;
+  size_t lr;
+  if (rd_u32(&r, &rank) || rd_str8(&r, sizeof m->reason, &reason, &lr))
+    return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap lost: truncated");
+  if (r.off != len)
+    return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap lost: %zu trailing bytes", len - r.off);
+  if (rank >= NX_BOOT_WORLD_MAX)
+    return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap lost: rank %u", (unsigned)rank);
+  if (!text_ok(reason, lr))
+    return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap lost: reason has control characters");
+  m->rank = rank;
   memcpy(m->reason, reason, lr);
   return 0;
 }

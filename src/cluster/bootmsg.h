@@ -8,6 +8,9 @@
  *   WELCOME: u32 rank, u32 world_size, 16 bytes cluster_id, blob ca_cert, blob cert,
  *            world_size x (str8 addr, str8 host)
  *   REFUSE:  i32 code, str8 reason
+ *   FORMED:  nothing (worker -> seed: my mesh is up, the seed may forget me)
+ *   LOST:    u32 rank, str8 reason (seed -> worker: that rank died before it
+ *            reported FORMED; the formation fails at once)
  * where str8 = u8 length + bytes (no NUL), blob = u32 length + bytes. Strings use one-byte
  * lengths because every string field is shorter than 256 bytes; this keeps a WELCOME for a big
  * world small. The encoding is canonical: decode(encode(m)) == m and encode(decode(b)) == b.
@@ -28,7 +31,13 @@
 #define NX_BOOT_WORLD_MAX 65536u
 #define NX_BOOT_ANY_RANK UINT32_MAX
 
-enum { NX_BOOT_HELLO = 1, NX_BOOT_WELCOME = 2, NX_BOOT_REFUSE = 3 };
+enum {
+  NX_BOOT_HELLO = 1,
+  NX_BOOT_WELCOME = 2,
+  NX_BOOT_REFUSE = 3,
+  NX_BOOT_FORMED = 4,
+  NX_BOOT_LOST = 5
+};
 
 typedef struct nx_hello {
   uint32_t version;        /* NX_BOOT_VERSION (0 is encoded as NX_BOOT_VERSION) */
@@ -57,6 +66,11 @@ typedef struct nx_refuse {
   char reason[256];
 } nx_refuse;
 
+typedef struct nx_lost {
+  uint32_t rank;
+  char reason[256];
+} nx_lost;
+
 /* Encoders: *out is malloc'd (free with free()). */
 int nx_hello_encode(const nx_hello *m, uint8_t **out, size_t *len);
 int nx_hello_decode(const uint8_t *in, size_t len, nx_hello *m); /* allocates csr */
@@ -66,6 +80,10 @@ int nx_welcome_decode(const uint8_t *in, size_t len, nx_welcome *m); /* allocate
 void nx_welcome_free(nx_welcome *m);
 int nx_refuse_encode(const nx_refuse *m, uint8_t **out, size_t *len);
 int nx_refuse_decode(const uint8_t *in, size_t len, nx_refuse *m);
+int nx_formed_encode(uint8_t **out, size_t *len);
+int nx_formed_decode(const uint8_t *in, size_t len);
+int nx_lost_encode(const nx_lost *m, uint8_t **out, size_t *len);
+int nx_lost_decode(const uint8_t *in, size_t len, nx_lost *m);
 /* The type byte of a message (NX_BOOT_*), or NEXAR_ERR_PROTOCOL. */
 int nx_bootmsg_type(const uint8_t *in, size_t len);
 

@@ -36,6 +36,7 @@ struct nx_chan {
   int established;      /* handshake completed */
   int broken;           /* framing or TLS state lost: every further call fails */
   int io_errno;         /* errno of the last failed send/recv on fd */
+  size_t rx_bytes;      /* bytes received so far (0: the peer never answered) */
   /* Receive state, kept across timeouts so a later recv continues the same message. */
   uint8_t hdr[4];
   size_t hdr_got;
@@ -94,6 +95,7 @@ static ssize_t chan_push(gnutls_transport_ptr_t p, const void *buf, size_t n) {
 static ssize_t chan_pull(gnutls_transport_ptr_t p, void *buf, size_t n) {
   nx_chan *c = p;
   ssize_t r = recv(c->fd, buf, n, MSG_DONTWAIT);
+  if (r > 0) c->rx_bytes += (size_t)r;
   if (r < 0) {
     c->io_errno = errno;
     gnutls_transport_set_errno(c->s, errno == EWOULDBLOCK ? EAGAIN : errno);
@@ -188,6 +190,13 @@ static int chan_handshake(nx_chan *c, int server, const char *token, uint64_t de
     if (ret == GNUTLS_E_PUSH_ERROR || ret == GNUTLS_E_PULL_ERROR)
       return nx_fail(NEXAR_ERR_IO, "bootstrap channel with %s: %s during the TLS handshake",
                      c->peer, strerror(c->io_errno));
+    /* A seed that closes before sending one byte has not judged our token: it is shedding
+     * load (or is not a seed). That is worth a retry, not an authentication failure. */
+    if (!server && c->rx_bytes == 0)
+      return nx_fail(NEXAR_ERR_IO,
+                     "seed at %s closed the connection before answering the handshake "
+                     "(busy, or not a seed)",
+                     c->peer);
     /* Anything else (alerts, bad binder, unknown identity, a non-TLS or non-PSK peer, EOF in
      * the middle) means the peer does not hold our token. Tell the peer why (gnutls does not
      * send the alert by itself; this never waits), then let it see FIN rather than a reset. */
@@ -327,7 +336,8 @@ int nx_chan_server(nx_chan **out, int fd, const char *token, uint32_t timeout_ms
   }
   struct sockaddr_storage ss;
   socklen_t sl = sizeof ss;
-  if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0)
+  if (getpeername(fd, (struct sockaddr *)&ss, &sl) == 0 &&
+      (ss.ss_family == AF_INET || ss.ss_family == AF_INET6))
     format_addr((struct sockaddr *)&ss, sl, c->peer, sizeof c->peer, 1);
   else
     snprintf(c->peer, sizeof c->peer, "fd %d", fd);

@@ -1,6 +1,8 @@
 /* Workers: nexar_join (through a seed) and nexar_init_from_env (NEXAR_SEED_ADDR
  * or torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE). The private key is
  * generated here and never leaves the process; the seed only sees a CSR. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,7 +36,8 @@ static int connect_seed(nx_chan **ch, const char *seed, const char *token, uint6
     if (deadline && left == 0)
       return nx_fail(NEXAR_ERR_TIMEOUT, "join: seed at %s not reachable in time", seed);
     int rc = nx_chan_connect(ch, seed, token, NX_MIN(left, 10000u));
-    if (rc != NEXAR_ERR_IO) return rc;
+    /* IO: not up yet, or shedding load; TIMEOUT of one attempt: busy. Both retry. */
+    if (rc != NEXAR_ERR_IO && !(rc == NEXAR_ERR_TIMEOUT && left > 10000u)) return rc;
     struct timespec ts = {0, 100000000};
     nanosleep(&ts, NULL);
   }
@@ -64,6 +67,47 @@ static int check_addr_len(const char *who, const char *what, const char *addr) {
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: %s is longer than %d characters", who, what,
                    NX_ADDR_MAX - 1);
   return 0;
+}
+
+/* While the mesh forms, the seed channel stays open: the seed sends LOST if
+ * another worker dies before reporting its mesh up, and that rank is marked
+ * dead here, so the formation fails at once naming it. */
+typedef struct seed_watch {
+  nx_chan *ch;
+  nx_ep *ep;
+  pthread_t thr;
+  int started;
+  atomic_int stop;
+} seed_watch;
+
+static void *watch_main(void *arg) {
+  seed_watch *w = arg;
+  while (!atomic_load(&w->stop)) {
+    void *m = NULL;
+    size_t len = 0;
+    int rc = nx_chan_recv(w->ch, &m, &len, 50);
+    if (rc == NEXAR_ERR_TIMEOUT) continue;
+    if (rc) break; /* the seed is gone: nothing more to learn from it */
+    nx_lost l;
+    int lost = nx_lost_decode(m, len, &l) == 0;
+    free(m);
+    if (!lost) continue;
+    pthread_mutex_lock(&w->ep->mu);
+    if (l.rank < w->ep->world) {
+      char why[320];
+      snprintf(why, sizeof why, "the seed reports: %s", l.reason);
+      nx_peer_dead_locked(w->ep, &w->ep->peers[l.rank], NEXAR_ERR_PEER_LOST, why);
+    }
+    pthread_mutex_unlock(&w->ep->mu);
+    break;
+  }
+  return NULL;
+}
+
+static void watch_start(nx_ep *ep, void *arg) {
+  seed_watch *w = arg;
+  w->ep = ep;
+  w->started = pthread_create(&w->thr, NULL, watch_main, w) == 0;
 }
 
 /* A torchrun-mode rank 0 stops its seed with its communicator. */
@@ -147,11 +191,23 @@ static int join_ex(nexar_client **out, const char *seed_addr, const nexar_config
     goto out;
   }
   if ((rc = nx_tls_creds_new(&creds, key, w.cert, w.cert_len, w.ca_cert, w.ca_len))) goto out;
-  nx_chan_del(ch);
-  ch = NULL;
   NX_INFO("joined as rank %u of %u", w.rank, w.world_size);
-  rc = nx_mesh_form(ep, w.rank, w.world_size, w.cluster_id, creds, w.addrs, deadline, out);
+  seed_watch sw = {.ch = ch};
+  rc = nx_mesh_form_ex(ep, w.rank, w.world_size, w.cluster_id, creds, w.addrs, deadline,
+                       watch_start, &sw, out);
   creds = NULL;
+  if (sw.started) {
+    atomic_store(&sw.stop, 1);
+    pthread_join(sw.thr, NULL);
+  }
+  if (!rc) { /* tell the seed our mesh is up; it cannot change the outcome any more */
+    uint8_t *fb;
+    size_t fl;
+    if (nx_formed_encode(&fb, &fl) == 0) {
+      nx_chan_send(ch, fb, fl, 2000);
+      free(fb);
+    }
+  }
   if (!rc && own_seed) {
     (*out)->on_del = seed_del;
     (*out)->on_del_arg = own_seed;

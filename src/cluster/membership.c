@@ -11,7 +11,8 @@
 /* 64-bit FNV-1a: the child id and the dead-set fingerprint. */
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   const uint8_t *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 0x100000001b3ull;
   return h;
 }
 
@@ -40,15 +41,19 @@ int nexar_rebuild_excluding(nexar_client *c, const uint32_t *dead, size_t n, nex
     if (d[i] >= c->size)
       rc = nx_fail(NEXAR_ERR_INVALID_RANK, "rebuild_excluding: rank %u of %u", d[i], c->size);
     else if (d[i] == c->rank)
-      rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "rebuild_excluding: the caller (rank %u) is in "
-                   "the dead set", c->rank);
+      rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "rebuild_excluding: the caller (rank %u) is in "
+                   "the dead set",
+                   c->rank);
     else if (i && d[i] == d[i - 1])
       rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "rebuild_excluding: rank %u listed twice", d[i]);
   }
   uint32_t m = 0;
   for (uint32_t r = 0, j = 0; r < c->size && !rc; r++) {
-    if (j < n && d[j] == r) j++;
-    else members[m++] = r;
+    if (j < n && d[j] == r)
+      j++;
+    else
+      members[m++] = r;
   }
   /* every survivor derives the same id from the parent and the dead set */
   uint64_t h = fnv(0xcbf29ce484222325ull, &c->id, sizeof c->id);
@@ -71,12 +76,15 @@ int nexar_rebuild_excluding(nexar_client *c, const uint32_t *dead, size_t n, nex
     pthread_mutex_unlock(&c->ep->mu);
     /* the survivors must have passed the same set: compare fingerprints */
     uint64_t mine = h, *all = malloc(m * sizeof *all);
-    if (!all) rc = nx_fail(NEXAR_ERR_NOMEM, "rebuild_excluding");
+    if (!all)
+      rc = nx_fail(NEXAR_ERR_NOMEM, "rebuild_excluding");
     else if ((rc = nexar_all_gather(child, &mine, all, 1, NEXAR_U64)) == 0) {
       for (uint32_t i = 0; i < m && !rc; i++)
         if (all[i] != mine)
-          rc = nx_fail(NEXAR_ERR_MISMATCH, "rebuild_excluding on comm %llu: rank %u passed "
-                       "another dead set", (unsigned long long)c->id, members[i]);
+          rc = nx_fail(NEXAR_ERR_MISMATCH,
+                       "rebuild_excluding on comm %llu: rank %u passed "
+                       "another dead set",
+                       (unsigned long long)c->id, members[i]);
     }
     free(all);
     if (rc) {
@@ -119,8 +127,8 @@ int nexar_recover(nexar_client *c, nexar_client **out) {
     if (deadline && nx_now_ns() > deadline) {
       free(dead);
       return nx_fail(NEXAR_ERR_TIMEOUT, "recover on comm %llu: %s within %u ms",
-                     (unsigned long long)c->id, n ? "the dead set did not settle"
-                                                  : "no failure to recover from",
+                     (unsigned long long)c->id,
+                     n ? "the dead set did not settle" : "no failure to recover from",
                      c->cfg.recovery_timeout_ms);
     }
     struct timespec ts = {0, 20000000};

@@ -22,15 +22,16 @@ int nx_mesh_bind(nx_ep **out, const nexar_config *cfg, const char *default_host)
   return nx_ep_new(out, cfg, host, port);
 }
 
-int nx_mesh_form(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_id[16],
-                 gnutls_certificate_credentials_t creds, char (*addrs)[128], uint64_t deadline,
-                 nexar_client **out) {
+int nx_mesh_form_ex(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_id[16],
+                    gnutls_certificate_credentials_t creds, char (*addrs)[128], uint64_t deadline,
+                    void (*started)(nx_ep *ep, void *arg), void *arg, nexar_client **out) {
   *out = NULL;
   int rc = nx_ep_start(ep, rank, world, cluster_id, creds, addrs);
   if (rc) {
     gnutls_certificate_free_credentials(creds);
     return rc;
   }
+  if (started) started(ep, arg);
   rc = nx_ep_connect_mesh(ep, deadline);
   if (rc) return rc;
   uint32_t *members = malloc(world * sizeof *members);
@@ -50,6 +51,12 @@ int nx_mesh_form(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster
     rc = nx_fail(rc, "%s", err);
   }
   return rc;
+}
+
+int nx_mesh_form(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_id[16],
+                 gnutls_certificate_credentials_t creds, char (*addrs)[128], uint64_t deadline,
+                 nexar_client **out) {
+  return nx_mesh_form_ex(ep, rank, world, cluster_id, creds, addrs, deadline, NULL, NULL, out);
 }
 
 /* Credentials for one rank: a key generated here, a CSR, a certificate from

@@ -22,6 +22,7 @@
  * Faults: an I/O error, or a close with work pending, marks the peer dead
  * exactly like a QUIC failure (PEER_LOST for everything that needs it). */
 #include <errno.h>
+#include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -35,6 +36,12 @@ enum { BK_HELLO = 1, BK_HELLO_ACK = 2, BK_CTS = 3, BK_DATA = 4 };
 #define BK_MAGIC 0x4b42584eu /* "NXBK" */
 #define BK_HDR 24
 #define BK_SETUP_MS 10000 /* connect, handshake, hello */
+/* An accepted connection must prove itself (TLS and hello) within this, and
+ * at most this many beyond our rank (every lower rank dials us once) may try
+ * at once; others are closed at once. */
+#define BK_PREAUTH_MS 5000
+#define BK_PREAUTH_MAX 64
+#define BK_TICK_MS 100 /* the listener reaps and enforces deadlines this often */
 
 typedef struct bk_item { /* for the writer: a CTS to send, or data */
   struct bk_item *next;
@@ -60,7 +67,9 @@ struct nx_bulk {
   uint8_t key[32]; /* dial: the secret the peer expects from us */
   pthread_t rd, wr;
   int rd_started, wr_started;
-  pthread_cond_t cv; /* the writer waits here, with ep->mu */
+  uint64_t preauth_deadline; /* accepted, not yet attached: shut down after it */
+  int finished;              /* accepted, never attached, reader done: reap it */
+  pthread_cond_t cv;         /* the writer waits here, with ep->mu */
   bk_item *q_head, *q_tail;
   bk_pull *pulls, **pulls_tail;
   int down;
@@ -288,7 +297,7 @@ static int accept_hello(nx_bulk *b) {
   nx_peer *p = &ep->peers[who];
   pthread_mutex_lock(&ep->mu);
   if (!nx_ct_equal(hello + BK_HDR, p->bulk_secret, 32) || p->state != NX_PEER_UP || p->bulk ||
-      ep->bulk_stop) {
+      ep->bulk_stop || b->down) {
     pthread_mutex_unlock(&ep->mu);
     return nx_fail(NEXAR_ERR_AUTH, "bulk stream claiming rank %u: refused", (unsigned)who);
   }
@@ -322,10 +331,15 @@ static void *reader_main(void *arg) {
   snprintf(why, sizeof why, "bulk stream: %s", nexar_last_error());
   pthread_mutex_lock(&ep->mu);
   int code = rc == NEXAR_ERR_PROTOCOL ? NEXAR_ERR_PROTOCOL : NEXAR_ERR_PEER_LOST;
-  if (b->p && b->p->bulk == b) /* a stream that never came up is no fault */
+  if (b->p && b->p->bulk == b) { /* a stream that never came up is no fault */
     fail_locked(b, code, why, b->wr_started ? eof : 1, 1);
-  else
+  } else {
     b->down = 1; /* never attached: QUIC stays the path */
+    if (!b->dial && !b->p) {
+      b->finished = 1; /* the listener closes and frees it at its next tick */
+      nx_tcp_shutdown(b->t);
+    }
+  }
   pthread_mutex_unlock(&ep->mu);
   return NULL;
 }
@@ -342,19 +356,79 @@ static nx_bulk *new_stream_locked(nx_ep *ep, nx_tcp *t) {
   return b;
 }
 
+/* Only ranks below ours dial us, from the addresses they advertised. */
+static int from_dialer_locked(nx_ep *ep, const struct sockaddr_storage *src) {
+  for (uint32_t j = 0; j < ep->rank && j < ep->world; j++)
+    if (ep->peers[j].state == NX_PEER_UP && !ep->peers[j].bulk &&
+        nx_tcp_same_ip(&ep->peers[j].addr, src))
+      return 1;
+  return 0;
+}
+
+/* Frees accepted streams whose reader ended without attaching, and cuts off
+ * those past their pre-authentication deadline; counts the ones still
+ * trying. Under ep->mu; drops it around the joins. */
+static int reap_locked(nx_ep *ep) {
+  uint64_t now = nx_now_ns();
+  int trying = 0;
+  for (nx_bulk **pp = &ep->bulk_all; *pp;) {
+    nx_bulk *b = *pp;
+    if (b->dial || b->p) {
+      pp = &b->next_all;
+      continue;
+    }
+    if (!b->finished) {
+      if (now >= b->preauth_deadline && !b->down) {
+        b->down = 1;
+        nx_tcp_shutdown(b->t); /* its reader fails at once and finishes */
+      }
+      trying++;
+      pp = &b->next_all;
+      continue;
+    }
+    *pp = b->next_all;
+    pthread_mutex_unlock(&ep->mu);
+    if (b->rd_started) pthread_join(b->rd, NULL);
+    nx_tcp_free(b->t);
+    pthread_cond_destroy(&b->cv);
+    free(b);
+    pthread_mutex_lock(&ep->mu);
+    pp = &ep->bulk_all; /* the list may have changed meanwhile */
+    trying = 0;
+  }
+  return trying;
+}
+
 static void *listener_main(void *arg) {
   nx_ep *ep = arg;
-  int fd;
-  while (nx_tcp_accept(ep->bulk_lfd, &fd) == 0) {
-    nx_tcp *t = nx_tcp_wrap(fd);
-    pthread_mutex_lock(&ep->mu);
-    nx_bulk *b = t && !ep->bulk_stop ? new_stream_locked(ep, t) : NULL;
-    if (b && pthread_create(&b->rd, NULL, reader_main, b) == 0)
-      b->rd_started = 1;
-    else if (!b)
-      nx_tcp_free(t);
+  pthread_mutex_lock(&ep->mu);
+  while (!ep->bulk_stop) {
+    int trying = reap_locked(ep);
     pthread_mutex_unlock(&ep->mu);
+    int fd;
+    struct sockaddr_storage src;
+    int r = nx_tcp_accept(ep->bulk_lfd, &fd, &src, BK_TICK_MS);
+    pthread_mutex_lock(&ep->mu);
+    if (r < 0) break;
+    if (r > 0) continue;
+    if (ep->bulk_stop || trying >= BK_PREAUTH_MAX + (int)ep->rank ||
+        !from_dialer_locked(ep, &src)) {
+      close(fd); /* a stranger, or too many at once: refused and freed now */
+      continue;
+    }
+    nx_tcp *t = nx_tcp_wrap(fd);
+    nx_bulk *b = t ? new_stream_locked(ep, t) : NULL;
+    if (!b) {
+      nx_tcp_free(t);
+      continue;
+    }
+    b->preauth_deadline = nx_now_ns() + (uint64_t)BK_PREAUTH_MS * 1000000ull;
+    if (pthread_create(&b->rd, NULL, reader_main, b) == 0)
+      b->rd_started = 1;
+    else
+      b->finished = 1, b->down = 1;
   }
+  pthread_mutex_unlock(&ep->mu);
   return NULL;
 }
 
@@ -380,9 +454,25 @@ int nx_bulk_start(nx_ep *ep) {
   return 0;
 }
 
+/* The numeric IP this rank advertised, if it is one. */
+static int self_ip(nx_ep *ep, struct sockaddr_storage *out) {
+  char host[128];
+  uint16_t port;
+  if (nx_split_hostport(ep->peers[ep->rank].addrstr, host, sizeof host, &port)) return -1;
+  struct addrinfo hints = {.ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_STREAM}, *res = NULL;
+  if (getaddrinfo(host, NULL, &hints, &res) || !res) return -1;
+  memset(out, 0, sizeof *out);
+  memcpy(out, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  return 0;
+}
+
 void nx_bulk_on_hello_locked(nx_ep *ep, nx_peer *p, uint16_t port, const uint8_t key[32]) {
   if (!port || ep->bulk_lfd < 0 || ep->bulk_stop || p->bulk || p->rank < ep->rank) return;
   nx_tcp *t = nx_tcp_open(p->addr.ss_family);
+  struct sockaddr_storage self;
+  if (t && self_ip(ep, &self) == 0 && self.ss_family == p->addr.ss_family)
+    nx_tcp_bind_source(t, &self);
   nx_bulk *b = t ? new_stream_locked(ep, t) : NULL;
   if (!b) {
     nx_tcp_free(t);

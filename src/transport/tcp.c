@@ -4,7 +4,10 @@
 #include "transport/tcp.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <time.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +58,8 @@ int nx_tcp_listen(const struct sockaddr *local, socklen_t len, int *fd, uint16_t
     close(s);
     return nx_fail(NEXAR_ERR_IO, "bulk listener: %s", strerror(e));
   }
+  int fl = fcntl(s, F_GETFL);
+  if (fl >= 0) fcntl(s, F_SETFL, fl | O_NONBLOCK); /* accept never blocks */
   socklen_t sl = sizeof ss;
   getsockname(s, (struct sockaddr *)&ss, &sl);
   *port = nx_sockaddr_port((struct sockaddr *)&ss);
@@ -62,17 +67,55 @@ int nx_tcp_listen(const struct sockaddr *local, socklen_t len, int *fd, uint16_t
   return 0;
 }
 
-int nx_tcp_accept(int lfd, int *fd) {
+int nx_tcp_accept(int lfd, int *fd, struct sockaddr_storage *peer, int timeout_ms) {
+  struct pollfd p = {.fd = lfd, .events = POLLIN};
+  int n = poll(&p, 1, timeout_ms);
+  if (n < 0) return errno == EINTR ? 1 : -1;
+  if (n == 0) return 1;
+  if (p.revents & (POLLERR | POLLNVAL)) return -1;
   for (;;) {
-    int s = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+    socklen_t sl = sizeof *peer;
+    int s = accept4(lfd, (struct sockaddr *)peer, &sl, SOCK_CLOEXEC);
     if (s >= 0) {
       tune(s);
       *fd = s;
       return 0;
     }
     if (errno == EINTR || errno == ECONNABORTED) continue;
-    return -1;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return (p.revents & POLLHUP) ? -1 : 1;
+    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      /* the connection stays queued; do not spin on it */
+      struct timespec ts = {0, 50 * 1000000L};
+      nanosleep(&ts, NULL);
+      return 1;
+    }
+    return -1; /* EINVAL after shutdown */
   }
+}
+
+static const uint8_t *ip_bytes(const struct sockaddr_storage *a, size_t *n) {
+  static const uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (a->ss_family == AF_INET) {
+    *n = 4;
+    return (const uint8_t *)&((const struct sockaddr_in *)a)->sin_addr;
+  }
+  if (a->ss_family == AF_INET6) {
+    const uint8_t *b = ((const struct sockaddr_in6 *)a)->sin6_addr.s6_addr;
+    if (!memcmp(b, mapped, 12)) {
+      *n = 4;
+      return b + 12;
+    }
+    *n = 16;
+    return b;
+  }
+  *n = 0;
+  return NULL;
+}
+
+int nx_tcp_same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
+  size_t na, nb;
+  const uint8_t *pa = ip_bytes(a, &na), *pb = ip_bytes(b, &nb);
+  return pa && pb && na == nb && !memcmp(pa, pb, na);
 }
 
 static int tls_fail(const char *op, int ret) {
@@ -132,6 +175,16 @@ nx_tcp *nx_tcp_open(int family) {
   }
   tune(fd);
   return nx_tcp_wrap(fd);
+}
+
+void nx_tcp_bind_source(nx_tcp *t, const struct sockaddr_storage *ip) {
+  struct sockaddr_storage ss;
+  memcpy(&ss, ip, sizeof ss);
+  set_port(&ss, 0);
+  socklen_t len =
+      ss.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+  if (bind(t->fd, (struct sockaddr *)&ss, len) != 0)
+    NX_DEBUG("bulk connect: cannot leave from the advertised address: %s", strerror(errno));
 }
 
 void nx_tcp_set_timeout(nx_tcp *t, int ms) {

@@ -13,10 +13,16 @@
 
 typedef struct nx_tcp nx_tcp;
 
-/* Listens on host (the endpoint's UDP address) with an ephemeral port. */
+/* Listens on host (the endpoint's UDP address) with an ephemeral port; the
+ * listening socket is non-blocking. */
 int nx_tcp_listen(const struct sockaddr *local, socklen_t len, int *fd, uint16_t *port);
-/* Blocks in accept; -1 once the listener was shut down. */
-int nx_tcp_accept(int lfd, int *fd);
+/* Waits up to timeout_ms for a connection: 0 with *fd (blocking) and its
+ * source address in *peer, 1 if none came (or the process is out of
+ * descriptors for now), -1 once the listener was shut down. */
+int nx_tcp_accept(int lfd, int *fd, struct sockaddr_storage *peer, int timeout_ms);
+/* 1 if a and b hold the same IP address (ports ignored; an IPv4-mapped IPv6
+ * address equals its IPv4 form). */
+int nx_tcp_same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
 /* Identity for the TLS handshake (NULL creds: plaintext). */
 typedef struct nx_tcp_id {
@@ -29,6 +35,9 @@ typedef struct nx_tcp_id {
  * failed connect or handshake; nx_tcp_shutdown from another thread aborts a
  * connect, a handshake or any blocked read or write. */
 nx_tcp *nx_tcp_open(int family);
+/* Best effort: the connection leaves from this IP (any port), so the peer's
+ * listener, which takes only peer addresses, sees the address we advertise. */
+void nx_tcp_bind_source(nx_tcp *t, const struct sockaddr_storage *ip);
 nx_tcp *nx_tcp_wrap(int fd);
 /* Connects to addr with port and runs the client handshake; with TLS, the
  * peer's certificate must name expect_rank. timeout_ms bounds each step. */

@@ -133,3 +133,27 @@ set_tests_properties(integration.netns_ipv6 PROPERTIES TIMEOUT 180 LABELS "integ
                      SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
                      ENVIRONMENT "MESH_WANT_BULK=2;NEXAR_BULK_TCP_LOCAL=1")
 # END ipv6
+# BEGIN seed-hardening
+# The bulk listener under 3,000 connect-and-close from a stranger, and silent
+# connections: descriptors back to the baseline, threads bounded.
+add_test(NAME integration.bulk_churn COMMAND bulk_churn_test 3000)
+set_tests_properties(integration.bulk_churn PROPERTIES TIMEOUT 120 LABELS "integration")
+# Workers form despite 2,000 idle connections to the seed (processes).
+add_test(NAME integration.seed_flood
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/seed_flood_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:seed_holder> $<TARGET_FILE:mesh_worker>)
+set_tests_properties(integration.seed_flood PROPERTIES TIMEOUT 150 LABELS "integration")
+# The same with room for every connection (ulimit -n 8192): before the fix the
+# seed closed connections past 1,024 and workers failed with NEXAR_ERR_AUTH.
+add_test(NAME integration.seed_flood_8k
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/seed_flood_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:seed_holder> $<TARGET_FILE:mesh_worker>)
+set_tests_properties(integration.seed_flood_8k PROPERTIES TIMEOUT 150 LABELS "integration"
+                     ENVIRONMENT "SEED_NOFILE=8192")
+# A joiner SIGKILLed (or stopped, then killed) at 15 seeded random moments of
+# formation: survivors succeed, or fail within 4 s of the kill, never TIMEOUT.
+add_test(NAME integration.seed_kill
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/seed_kill_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:mesh_worker> 15 4242)
+set_tests_properties(integration.seed_kill PROPERTIES TIMEOUT 240 LABELS "integration")
+# END seed-hardening

@@ -275,11 +275,32 @@ static void test_type(void) {
   uint8_t b[5] = {0, 1, 0, 0, 0};
   CHECK(nx_bootmsg_type(NULL, 0) == NEXAR_ERR_PROTOCOL);
   CHECK(nx_bootmsg_type(b, 5) == NEXAR_ERR_PROTOCOL);
-  b[0] = 4;
+  b[0] = NX_BOOT_LOST + 1;
   CHECK(nx_bootmsg_type(b, 5) == NEXAR_ERR_PROTOCOL);
   b[0] = NX_BOOT_REFUSE;
   CHECK(nx_bootmsg_type(b, 4) == NEXAR_ERR_PROTOCOL);
   CHECK(nx_bootmsg_type(b, 5) == NX_BOOT_REFUSE);
+}
+
+static void test_formed_lost(void) {
+  uint8_t *buf;
+  size_t len;
+  CHECK(nx_formed_encode(&buf, &len) == 0);
+  CHECK(nx_bootmsg_type(buf, len) == NX_BOOT_FORMED && nx_formed_decode(buf, len) == 0);
+  CHECK(nx_formed_decode(buf, len - 1) == NEXAR_ERR_PROTOCOL);
+  free(buf);
+  nx_lost l = {.rank = 7}, d;
+  snprintf(l.reason, sizeof l.reason, "rank 7 was lost during formation");
+  CHECK(nx_lost_encode(&l, &buf, &len) == 0);
+  CHECK(nx_bootmsg_type(buf, len) == NX_BOOT_LOST && nx_lost_decode(buf, len, &d) == 0);
+  CHECK(d.rank == 7 && strcmp(d.reason, l.reason) == 0);
+  CHECK(nx_lost_decode(buf, len - 1, &d) == NEXAR_ERR_PROTOCOL);
+  CHECK(nx_formed_decode(buf, len) == NEXAR_ERR_PROTOCOL);
+  buf[5] = buf[6] = buf[7] = buf[8] = 0xff; /* rank past the world limit */
+  CHECK(nx_lost_decode(buf, len, &d) == NEXAR_ERR_PROTOCOL);
+  free(buf);
+  l.rank = NX_BOOT_WORLD_MAX;
+  CHECK(nx_lost_encode(&l, &buf, &len) == NEXAR_ERR_INVALID_ARGUMENT);
 }
 
 int main(void) {
@@ -290,6 +311,7 @@ int main(void) {
   test_welcome();
   test_refuse();
   test_type();
+  test_formed_lost();
   if (failures) {
     fprintf(stderr, "bootmsg_test: %d failure(s)\n", failures);
     return 1;

@@ -344,6 +344,36 @@ static void test_not_a_seed(void) {
   close(lfd);
 }
 
+/* A seed shedding load closes (or resets) before answering: the joiner must
+ * see a retryable IO error, not AUTH (which would stop its retries). */
+static void *shed_server(void *arg) {
+  int lfd = *(int *)arg;
+  for (int i = 0; i < 2; i++) {
+    int fd = accept_within(lfd, TMO);
+    if (fd < 0) continue;
+    if (i == 1) { /* the second one with a reset */
+      struct linger lg = {1, 0};
+      setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    }
+    close(fd);
+  }
+  return NULL;
+}
+
+static void test_shed_for_load(void) {
+  char bound[64];
+  int lfd = listen_local(bound, sizeof bound);
+  pthread_t t;
+  CHECK(pthread_create(&t, NULL, shed_server, &lfd) == 0);
+  for (int i = 0; i < 2; i++) {
+    nx_chan *c = NULL;
+    CHECK(nx_chan_connect(&c, bound, TOKEN, TMO) == NEXAR_ERR_IO);
+    CHECK(c == NULL);
+  }
+  pthread_join(t, NULL);
+  close(lfd);
+}
+
 static void test_listen_forms(void) {
   char bound[80];
   int fd = -1;
@@ -386,6 +416,7 @@ int main(void) {
   test_raw_peer();
   test_deadlines();
   test_not_a_seed();
+  test_shed_for_load();
   test_listen_forms();
   if (failures) {
     fprintf(stderr, "chan_test: %d failure(s)\n", failures);
