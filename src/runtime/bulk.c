@@ -356,12 +356,17 @@ static nx_bulk *new_stream_locked(nx_ep *ep, nx_tcp *t) {
   return b;
 }
 
-/* Only ranks below ours dial us, from the addresses they advertised. */
+/* Only ranks below ours dial us, from the addresses they advertised. A
+ * dialer that advertised the other family (an IPv4 rank of a mixed world on
+ * a dual-stack socket) must leave from an address it did not advertise, so
+ * a connection of that family is let through to authentication, still under
+ * the cap and the deadline on unproven connections. */
 static int from_dialer_locked(nx_ep *ep, const struct sockaddr_storage *src) {
-  for (uint32_t j = 0; j < ep->rank && j < ep->world; j++)
-    if (ep->peers[j].state == NX_PEER_UP && !ep->peers[j].bulk &&
-        nx_tcp_same_ip(&ep->peers[j].addr, src))
-      return 1;
+  for (uint32_t j = 0; j < ep->rank && j < ep->world; j++) {
+    const nx_peer *p = &ep->peers[j];
+    if (p->state != NX_PEER_UP || p->bulk) continue;
+    if (nx_tcp_same_ip(&p->addr, src) || !nx_tcp_same_family(&p->addr, src)) return 1;
+  }
   return 0;
 }
 

@@ -112,6 +112,11 @@ static const uint8_t *ip_bytes(const struct sockaddr_storage *a, size_t *n) {
   return NULL;
 }
 
+int nx_tcp_same_family(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
+  size_t na, nb;
+  return ip_bytes(a, &na) && ip_bytes(b, &nb) && na == nb;
+}
+
 int nx_tcp_same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
   size_t na, nb;
   const uint8_t *pa = ip_bytes(a, &na), *pb = ip_bytes(b, &nb);

@@ -23,6 +23,8 @@ int nx_tcp_accept(int lfd, int *fd, struct sockaddr_storage *peer, int timeout_m
 /* 1 if a and b hold the same IP address (ports ignored; an IPv4-mapped IPv6
  * address equals its IPv4 form). */
 int nx_tcp_same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+/* 1 if a and b are both IPv4 (plain or v4-mapped) or both IPv6. */
+int nx_tcp_same_family(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
 
 /* Identity for the TLS handshake (NULL creds: plaintext). */
 typedef struct nx_tcp_id {
