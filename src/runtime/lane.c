@@ -195,7 +195,7 @@ static void lane_drain(nx_ep *ep, struct nx_lane_rx *rx) {
   for (int round = 0; round < 8; round++) {
     /* a receiver far behind stops reading: senders then find the socket
      * full and fall back to QUIC, whose flow control holds them */
-    if (ep->unexp_bytes > NX_UNEXP_BUDGET) return;
+    if (ep->unexp_bytes > ep->unexp_budget) return;
     for (int i = 0; i < LANE_BATCH; i++) {
       rx->v[i].iov_base = rx->data[i];
       rx->v[i].iov_len = LANE_BUF;

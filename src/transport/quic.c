@@ -150,15 +150,20 @@ static int cb_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t sid, u
                                const uint8_t *data, size_t len, void *ud, void *sud) {
   nx_qconn *qc = ud;
   int fin = (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0;
-  ngtcp2_conn_extend_max_offset(conn, len); /* stream windows bound memory, not this */
   if (is_local_stream(qc, sid)) {
     /* the reverse half of our own message stream carries nothing */
     return len ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
   }
   nx_rxstream *rs = sud;
-  if (!rs) return 0; /* stream already finished (its data was discarded) */
-  uint64_t credit = 0;
-  int rc = nx_rx_stream_data(qc->ep, rs, data, len, fin, &credit);
+  if (!rs) { /* stream already finished (its data was discarded) */
+    ngtcp2_conn_extend_max_offset(conn, len);
+    return 0;
+  }
+  uint64_t credit = 0, held = 0;
+  int rc = nx_rx_stream_data(qc->ep, rs, data, len, fin, &credit, &held);
+  /* connection credit: all but unexpected bytes over the budget, which wait
+   * for their receive (nx_qconn_extend with sid < 0) */
+  if (len > held) ngtcp2_conn_extend_max_offset(conn, len - held);
   if (rc) {
     snprintf(qc->proto_err, sizeof qc->proto_err, "%s", nexar_last_error());
     NX_WARN("closing the connection to rank %u: stream %lld: %s", qc->peer ? qc->peer->rank : 0,
@@ -306,7 +311,6 @@ static void fill_settings(nx_qconn *qc, ngtcp2_settings *st, ngtcp2_transport_pa
   size_t payload = nx_udp_path_payload((struct sockaddr *)&qc->remote, qc->remotelen);
   st->max_tx_udp_payload_size = payload;
   st->no_tx_udp_payload_size_shaping = 1;
-  st->max_window = 64u << 20;
   st->max_stream_window = 32u << 20;
   st->initial_rtt = 1 * NGTCP2_MILLISECONDS;
   /* A client waits for its peer as long as formation may take; a server
@@ -314,7 +318,11 @@ static void fill_settings(nx_qconn *qc, ngtcp2_settings *st, ngtcp2_transport_pa
   uint64_t hs_ms = qc->ep->cfg.connect_timeout_ms ? qc->ep->cfg.connect_timeout_ms : 3600000u;
   if (qc->is_server && hs_ms > 10000) hs_ms = 10000;
   st->handshake_timeout = NX_MAX(hs_ms, 1000u) * NGTCP2_MILLISECONDS;
-  tp->initial_max_data = 64u << 20;
+  /* a fixed connection window: a receiver that holds unexpected data over
+   * its budget withholds this credit, and each peer can then add at most the
+   * window (auto-tuning would let that grow to max_window) */
+  st->max_window = 0;
+  tp->initial_max_data = NX_CONN_PARAM; /* the rest of NX_CONN_WINDOW follows at once */
   tp->initial_max_stream_data_bidi_local = NX_STREAM_WINDOW;
   tp->initial_max_stream_data_bidi_remote = NX_STREAM_WINDOW;
   tp->initial_max_stream_data_uni = 0;
@@ -428,6 +436,7 @@ int nx_qconn_client_new(nx_ep *ep, nx_peer *p) {
                    rv ? ngtcp2_strerror(rv) : "TLS session setup failed");
   }
   ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
+  ngtcp2_conn_extend_max_offset(qc->conn, NX_CONN_WINDOW - NX_CONN_PARAM);
   qc->next = ep->conns;
   ep->conns = qc;
   cid_add(ep, scid.data, scid.datalen, qc);
@@ -469,6 +478,7 @@ static nx_qconn *accept_conn(nx_ep *ep, const struct sockaddr *from, socklen_t f
     return NULL;
   }
   ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
+  ngtcp2_conn_extend_max_offset(qc->conn, NX_CONN_WINDOW - NX_CONN_PARAM);
   qc->next = ep->conns;
   ep->conns = qc;
   cid_add(ep, hd.dcid.data, hd.dcid.datalen, qc);
@@ -618,28 +628,39 @@ static void act_remove(nx_qconn *qc, nx_txmsg *m) {
   }
 }
 
-/* Opens streams for queued messages, in order: stream ids give the receiver
- * the send order (non-overtaking per source and tag). */
-static void open_streams(nx_qconn *qc) {
-  nx_peer *p = qc->peer;
-  while (p->txq_head) {
-    nx_txmsg *m = p->txq_head;
+/* Opens streams for the messages of one queue, in order: stream ids give the
+ * receiver the send order (non-overtaking per source and tag). User messages
+ * leave NX_CONN_RESERVE bytes of connection credit and NX_STREAM_RESERVE
+ * streams to runtime messages, which thus pass a receiver that holds user
+ * data over its budget. */
+static void open_queue(nx_qconn *qc, nx_txmsg **head, nx_txmsg **tail, int user) {
+  while (*head) {
+    nx_txmsg *m = *head;
     if (m->cancel) {
-      p->txq_head = m->next;
-      if (!p->txq_head) p->txq_tail = NULL;
+      *head = m->next;
+      if (!*head) *tail = NULL;
       m->acked = m->total;
       nx_tx_acked(qc->ep, m, 0, 0);
       nx_tx_free(m);
       continue;
     }
+    if (user && (ngtcp2_conn_get_max_data_left(qc->conn) < NX_CONN_RESERVE ||
+                 ngtcp2_conn_get_streams_bidi_left(qc->conn) <= NX_STREAM_RESERVE))
+      break;
     int64_t sid;
     int rv = ngtcp2_conn_open_bidi_stream(qc->conn, &sid, m);
     if (rv) break; /* NGTCP2_ERR_STREAM_ID_BLOCKED: the peer grants more as streams close */
-    p->txq_head = m->next;
-    if (!p->txq_head) p->txq_tail = NULL;
+    *head = m->next;
+    if (!*head) *tail = NULL;
     m->sid = sid;
     act_push(qc, m);
   }
+}
+
+static void open_streams(nx_qconn *qc) {
+  nx_peer *p = qc->peer;
+  open_queue(qc, &p->txq_head, &p->txq_tail, 0);
+  open_queue(qc, &p->utxq_head, &p->utxq_tail, 1);
 }
 
 static size_t build_vecs(nx_txmsg *m, ngtcp2_vec *v, size_t max) {
@@ -664,6 +685,21 @@ static size_t build_vecs(nx_txmsg *m, ngtcp2_vec *v, size_t max) {
     n++;
   }
   return n;
+}
+
+/* User point-to-point data, which a receiver may hold over its budget
+ * (rendezvous descriptors are not held). */
+static int is_user_data(const nx_txmsg *m) {
+  return m->hdr[3] == NX_KIND_P2P && !(m->hdr[4] & NX_FLAG_RNDV);
+}
+
+/* The lowest stream id among user messages with bytes to send (m was just
+ * popped off the list). Only when the connection is below its reserve. */
+static int64_t oldest_user(const nx_qconn *qc, const nx_txmsg *m) {
+  int64_t best = m->sid;
+  for (const nx_txmsg *x = qc->act_head; x; x = x->next)
+    if (is_user_data(x) && x->sid < best) best = x->sid;
+  return best;
 }
 
 static void flush(nx_qconn *qc, size_t *lens, size_t *npk, size_t *off) {
@@ -703,6 +739,7 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
   if (nfins && !qc->act_head && nfins < NX_FIN_BATCH && now < qc->fins_since + NX_FIN_DELAY_NS)
     nfins = 0;
   size_t fin_i = 0;
+  int64_t oldest = -2; /* the oldest user message's stream, once needed */
   ngtcp2_path_storage ps;
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_pkt_info pi;
@@ -717,8 +754,28 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
       sid = qc->fins[fin_i];
       flags = NGTCP2_WRITE_STREAM_FLAG_MORE | NGTCP2_WRITE_STREAM_FLAG_FIN;
     } else if ((m = act_pop(qc)) != NULL) {
+      /* below the reserve a user message sends at most its header, so the
+       * receiver can order the streams after it */
+      int hdr_only = 0;
+      if (is_user_data(m)) {
+        uint64_t left = ngtcp2_conn_get_max_data_left(qc->conn);
+        if (left < NX_CONN_RESERVE) {
+          if (oldest < -1) oldest = oldest_user(qc, m);
+          hdr_only = !(m->sid == oldest && left > NX_CONN_RESERVE / 2);
+        }
+      }
+      if (hdr_only && m->sent >= NX_FRAME_HDR_LEN) {
+        /* leave the rest of the window to runtime traffic (see NX_CONN_RESERVE) */
+        m->next = NULL;
+        if (blocked_tail)
+          blocked_tail->next = m;
+        else
+          blocked = m;
+        blocked_tail = m;
+        continue;
+      }
       sid = m->sid;
-      nvec = build_vecs(m, vec, 16);
+      nvec = build_vecs(m, vec, hdr_only ? 1 : 16);
       flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
       uint64_t left = m->total - m->sent, inv = 0;
       for (size_t i = 0; i < nvec; i++)
@@ -830,8 +887,8 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
     }
     int up = qc->peer && qc->peer->qc == qc && qc->peer->state == NX_PEER_UP;
     int work =
-        qc->act_head || (qc->peer && qc->peer->txq_head) || qc->nresets || qc->force_write ||
-        qc->rx_since_write >= 2 || qc->rx_bytes_since_write >= 4096 ||
+        qc->act_head || (qc->peer && (qc->peer->txq_head || qc->peer->utxq_head)) || qc->nresets ||
+        qc->force_write || qc->rx_since_write >= 2 || qc->rx_bytes_since_write >= 4096 ||
         (qc->nfins && (qc->nfins >= NX_FIN_BATCH || qc->fins_since + NX_FIN_DELAY_NS <= now));
     uint64_t slack = (!up || work) ? 0 : NX_ACK_SLACK_NS;
     uint64_t exp = ngtcp2_conn_get_expiry(qc->conn);
@@ -867,7 +924,10 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
 
 void nx_qconn_extend(nx_qconn *qc, int64_t sid, uint64_t n, uint64_t boost) {
   if (!qc || qc->dead) return;
-  ngtcp2_conn_extend_max_stream_offset(qc->conn, sid, n + boost);
+  if (sid < 0)
+    ngtcp2_conn_extend_max_offset(qc->conn, n);
+  else
+    ngtcp2_conn_extend_max_stream_offset(qc->conn, sid, n + boost);
   qc->force_write = 1; /* a sender may be waiting for this credit */
 }
 

@@ -101,3 +101,19 @@ add_test(NAME integration.torchrun COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/inte
          $<TARGET_FILE:mesh_worker>)
 set_tests_properties(integration.torchrun PROPERTIES TIMEOUT 120 LABELS "integration")
 # END torchrun
+# BEGIN flood
+# The unexpected-data budget at 64 KiB messages (under the stream window):
+# rank 0's peak RSS stays within the budget + 32 MiB while rank 1 floods it,
+# allreduces still complete while the budget is full, and all messages arrive
+# in order afterwards. Same host (past the eager queue, sends wait for their
+# reader) and as separate hosts (QUIC flow control holds the sender).
+add_test(NAME integration.flood
+         COMMAND bash -c "$<TARGET_FILE:nexar-run> -n 3 --timeout 150 -- $<TARGET_FILE:flood_worker>")
+add_test(NAME integration.flood_remote
+         COMMAND bash -c "$<TARGET_FILE:nexar-run> -n 3 --timeout 150 -- $<TARGET_FILE:flood_worker>")
+set_tests_properties(integration.flood integration.flood_remote PROPERTIES TIMEOUT 180
+  LABELS "integration"
+  ENVIRONMENT "NEXAR_UNEXPECTED_BUDGET_BYTES=67108864;NEXAR_COLLECTIVE_TIMEOUT_MS=60000")
+set_tests_properties(integration.flood_remote PROPERTIES ENVIRONMENT
+  "NEXAR_UNEXPECTED_BUDGET_BYTES=67108864;NEXAR_COLLECTIVE_TIMEOUT_MS=60000;NEXAR_BULK_TCP_LOCAL=1")
+# END flood
