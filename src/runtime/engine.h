@@ -352,7 +352,13 @@ void nx_rx_stream_open(nx_ep *ep, nx_peer *p, int64_t sid, nx_rxstream **out);
  * connection credit is withheld (unexpected data over the budget). */
 int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t len, int fin,
                       uint64_t *credit_now, uint64_t *conn_held);
-void nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs);
+/* Frees rs; NEXAR_ERR_NOMEM if the stream order could not record it (the
+ * connection must then close: later streams could never be delivered). */
+int nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs);
+/* realloc for the receive and connection-id tables; tests set
+ * nx_realloc_fail_at = n to make the n-th call from now fail. */
+void *nx_realloc(void *p, size_t n);
+extern int nx_realloc_fail_at;
 void nx_tx_acked(nx_ep *ep, nx_txmsg *m, uint64_t offset, uint64_t len);
 void nx_tx_free(nx_txmsg *m);
 /* Returns held credit that application threads released (progress thread). */

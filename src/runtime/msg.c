@@ -246,7 +246,15 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
   return 0;
 }
 
-void nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs) {
+int nx_realloc_fail_at;
+
+void *nx_realloc(void *p, size_t n) {
+  if (nx_realloc_fail_at > 0 && --nx_realloc_fail_at == 0) return NULL;
+  return realloc(p, n);
+}
+
+int nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs) {
+  int rc = 0;
   nx_peer *p = rs->peer;
   rs->closed = 1;
   if (rs->credit_queued) {
@@ -264,10 +272,13 @@ void nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs) {
     } else if (rs->sid > p->rx_next_sid) {
       if (p->nskip == p->capskip) {
         size_t nc = p->capskip ? p->capskip * 2 : 8;
-        int64_t *a = realloc(p->rx_skip, nc * sizeof *a);
+        int64_t *a = nx_realloc(p->rx_skip, nc * sizeof *a);
         if (a) p->rx_skip = a, p->capskip = nc;
       }
-      if (p->nskip < p->capskip) p->rx_skip[p->nskip++] = rs->sid;
+      if (p->nskip < p->capskip)
+        p->rx_skip[p->nskip++] = rs->sid;
+      else /* its id would stall the order of every later stream */
+        rc = nx_fail(NEXAR_ERR_NOMEM, "recording a cancelled stream of rank %u", p->rank);
     }
   } else if (m) { /* the sender gave up mid-message */
     m->rs = NULL;
@@ -294,6 +305,7 @@ void nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs) {
     ep->rx_all = rs->all_next;
   if (rs->all_next) rs->all_next->all_prev = rs->all_prev;
   free(rs);
+  return rc;
 }
 
 /* A message with all its payload: complete its receive or hand it to the

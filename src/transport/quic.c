@@ -54,6 +54,7 @@ struct nx_qconn {
   size_t nresets, capresets;
   nx_txmsg *act_head, *act_tail; /* opened messages with bytes to send */
   char proto_err[160];           /* why we refused the peer's bytes */
+  int err_code;                  /* with proto_err: a local failure (NOMEM), not the peer's */
   unsigned rx_since_write;       /* packets received since we last wrote */
   size_t rx_bytes_since_write;   /* and their bytes: bulk traffic is ACKed at once */
   int force_write;               /* credit was returned: tell the peer now */
@@ -66,22 +67,31 @@ struct nx_qconn {
 
 /* ------------------------------------------------------------ CID table */
 
-static void cid_add(nx_ep *ep, const uint8_t *cid, size_t len, nx_qconn *qc) {
+/* 0, or NEXAR_ERR_NOMEM: the connection could not receive on that id. */
+static int cid_add(nx_ep *ep, const uint8_t *cid, size_t len, nx_qconn *qc) {
   for (size_t i = 0; i < ep->ncids_cap; i++) {
     if (!ep->cids[i].qc) {
       memcpy(ep->cids[i].cid, cid, len);
       ep->cids[i].len = len;
       ep->cids[i].qc = qc;
-      return;
+      return 0;
     }
   }
   size_t cap = ep->ncids_cap ? ep->ncids_cap * 2 : 64;
-  struct nx_cident *n = realloc(ep->cids, cap * sizeof *n);
-  if (!n) return; /* the connection then cannot receive: it times out and is reported */
+  struct nx_cident *n = nx_realloc(ep->cids, cap * sizeof *n);
+  if (!n) return nx_fail(NEXAR_ERR_NOMEM, "growing the connection-id table to %zu", cap);
   memset(n + ep->ncids_cap, 0, (cap - ep->ncids_cap) * sizeof *n);
   ep->cids = n;
   ep->ncids_cap = cap;
-  cid_add(ep, cid, len, qc);
+  return cid_add(ep, cid, len, qc);
+}
+
+/* A callback failed for a local reason (out of memory): the connection
+ * closes with that code and reason. */
+static int local_failure(nx_qconn *qc, int code) {
+  qc->err_code = code;
+  snprintf(qc->proto_err, sizeof qc->proto_err, "%s", nexar_last_error());
+  return NGTCP2_ERR_CALLBACK_FAILURE;
 }
 
 static void cid_del(nx_ep *ep, const uint8_t *cid, size_t len) {
@@ -109,7 +119,7 @@ static int cb_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t
   if (nx_random(cid->data, cidlen) || nx_random(token, NGTCP2_STATELESS_RESET_TOKENLEN))
     return NGTCP2_ERR_CALLBACK_FAILURE;
   cid->datalen = cidlen;
-  cid_add(qc->ep, cid->data, cidlen, qc);
+  if (cid_add(qc->ep, cid->data, cidlen, qc)) return local_failure(qc, NEXAR_ERR_NOMEM);
   return 0;
 }
 
@@ -198,7 +208,10 @@ static int cb_stream_close(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint6
     }
     return 0;
   }
-  if (sud) nx_rx_stream_close(qc->ep, sud);
+  if (sud && nx_rx_stream_close(qc->ep, sud)) {
+    ngtcp2_conn_set_stream_user_data(conn, sid, NULL);
+    return local_failure(qc, NEXAR_ERR_NOMEM);
+  }
   /* Stream credit goes back in batches: one MAX_STREAMS frame per closed
    * stream would add a packet to every small message. */
   if (qc->closed_streams++ == 0) qc->closed_since = nx_now_ns();
@@ -265,6 +278,9 @@ static int cb_handshake_completed(ngtcp2_conn *conn, void *ud) {
   nx_qconn *qc = ud;
   if (!qc->peer) return NGTCP2_ERR_CALLBACK_FAILURE;
   nx_peer *p = qc->peer;
+  /* the rest of the connection window (not at creation: a server's local
+   * transport parameters are committed later, which resets the credit) */
+  ngtcp2_conn_extend_max_offset(conn, NX_CONN_WINDOW - NX_CONN_PARAM);
   p->state = NX_PEER_UP;
   p->last_heard_ns = nx_now_ns();
   NX_DEBUG("connected to rank %u at %s", p->rank, p->addrstr);
@@ -322,7 +338,7 @@ static void fill_settings(nx_qconn *qc, ngtcp2_settings *st, ngtcp2_transport_pa
    * its budget withholds this credit, and each peer can then add at most the
    * window (auto-tuning would let that grow to max_window) */
   st->max_window = 0;
-  tp->initial_max_data = NX_CONN_PARAM; /* the rest of NX_CONN_WINDOW follows at once */
+  tp->initial_max_data = NX_CONN_PARAM; /* the rest: cb_handshake_completed */
   tp->initial_max_stream_data_bidi_local = NX_STREAM_WINDOW;
   tp->initial_max_stream_data_bidi_remote = NX_STREAM_WINDOW;
   tp->initial_max_stream_data_uni = 0;
@@ -436,10 +452,12 @@ int nx_qconn_client_new(nx_ep *ep, nx_peer *p) {
                    rv ? ngtcp2_strerror(rv) : "TLS session setup failed");
   }
   ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
-  ngtcp2_conn_extend_max_offset(qc->conn, NX_CONN_WINDOW - NX_CONN_PARAM);
   qc->next = ep->conns;
   ep->conns = qc;
-  cid_add(ep, scid.data, scid.datalen, qc);
+  if (cid_add(ep, scid.data, scid.datalen, qc)) {
+    nx_qconn_free(ep, qc);
+    return nx_fail(NEXAR_ERR_NOMEM, "connect to rank %u: %s", p->rank, nexar_last_error());
+  }
   p->qc = qc;
   p->state = NX_PEER_CONNECTING;
   p->rx_next_sid = 1; /* the server's bidi streams: 1, 5, 9, ... */
@@ -478,11 +496,13 @@ static nx_qconn *accept_conn(nx_ep *ep, const struct sockaddr *from, socklen_t f
     return NULL;
   }
   ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
-  ngtcp2_conn_extend_max_offset(qc->conn, NX_CONN_WINDOW - NX_CONN_PARAM);
   qc->next = ep->conns;
   ep->conns = qc;
-  cid_add(ep, hd.dcid.data, hd.dcid.datalen, qc);
-  cid_add(ep, scid.data, scid.datalen, qc);
+  if (cid_add(ep, hd.dcid.data, hd.dcid.datalen, qc) || cid_add(ep, scid.data, scid.datalen, qc)) {
+    NX_WARN("refusing a handshake: %s", nexar_last_error());
+    nx_qconn_free(ep, qc);
+    return NULL;
+  }
   return qc;
 }
 
@@ -551,6 +571,9 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
       }
       snprintf(why, sizeof why, "it closed the connection%s%.*s", n ? ": " : "", n,
                ce.reason ? (const char *)ce.reason : "");
+    } else if (rv == NGTCP2_ERR_CALLBACK_FAILURE && qc->err_code) {
+      code = qc->err_code; /* a local failure (out of memory): closed with the reason */
+      snprintf(why, sizeof why, "%s", qc->proto_err);
     } else if (rv == NGTCP2_ERR_CALLBACK_FAILURE && qc->proto_err[0]) {
       code = NEXAR_ERR_PROTOCOL; /* it sent bytes we refused: closed with a reason */
       snprintf(why, sizeof why, "protocol violation: %s", qc->proto_err);
@@ -909,7 +932,15 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
       qc->rx_since_write = 0;
       qc->rx_bytes_since_write = 0;
       qc->force_write = 0;
-      if (rv) conn_failed(ep, qc, NEXAR_ERR_PEER_LOST, ngtcp2_strerror(rv));
+      if (rv && qc->err_code) {
+        ngtcp2_connection_close_error ce;
+        ngtcp2_connection_close_error_set_transport_error_liberr(
+            &ce, NGTCP2_ERR_CALLBACK_FAILURE, (uint8_t *)qc->proto_err, strlen(qc->proto_err));
+        write_close(ep, qc, &ce);
+        conn_failed(ep, qc, qc->err_code, qc->proto_err);
+      } else if (rv) {
+        conn_failed(ep, qc, NEXAR_ERR_PEER_LOST, ngtcp2_strerror(rv));
+      }
     }
     exp = ngtcp2_conn_get_expiry(qc->conn);
     if (exp != UINT64_MAX) exp += slack;

@@ -59,12 +59,13 @@ static int cfg_same(const nexar_config *a, const nexar_config *b, const char *ct
   }
   CMP(struct_size)
   CMP(collective_timeout_ms)
-  CMP(barrier_timeout_ms) CMP(rpc_timeout_ms) CMP(connect_timeout_ms) CMP(large_msg_bytes)
-      CMP(pipeline_segment_bytes) CMP(ring_max_world) CMP(bulk_transport) CMP(encrypt_bulk)
-          CMP(compressed_allreduce_max_bytes) CMP(heartbeat_interval_ms) CMP(heartbeat_timeout_ms)
-              CMP(recovery_timeout_ms) CMP(recovery_policy) CMP(topology) CMP(topology_degree)
-                  CMP(elastic_min_world) CMP(elastic_max_world) CMP(elastic_checkpoint_timeout_ms)
-                      CMP(cluster_token) CMP(bind_addr) CMP(adapter)
+  CMP(barrier_timeout_ms)
+  CMP(rpc_timeout_ms) CMP(connect_timeout_ms) CMP(large_msg_bytes) CMP(pipeline_segment_bytes)
+      CMP(ring_max_world) CMP(bulk_transport) CMP(encrypt_bulk) CMP(compressed_allreduce_max_bytes)
+          CMP(heartbeat_interval_ms) CMP(heartbeat_timeout_ms) CMP(recovery_timeout_ms)
+              CMP(recovery_policy) CMP(topology) CMP(topology_degree) CMP(elastic_min_world)
+                  CMP(elastic_max_world) CMP(elastic_checkpoint_timeout_ms) CMP(cluster_token)
+                      CMP(bind_addr) CMP(adapter)
 #undef CMP
                           return same;
 }
@@ -99,7 +100,9 @@ static void test_defaults(void) {
   CHECK(c.cluster_token == NULL);
   CHECK(c.bind_addr == NULL);
   CHECK(c.adapter == NULL);
-  CHECK(NX_CONFIG_SIZE_V1 == sizeof(nexar_config));
+  CHECK(c.unexpected_budget_bytes == (size_t)256 << 20);
+  CHECK(NX_CONFIG_SIZE_V2 == sizeof(nexar_config));
+  CHECK(nx_config_size_known(NX_CONFIG_SIZE_V1));
   CHECK(nx_config_size_known(sizeof(nexar_config)));
   memcpy(&base, &c, sizeof c);
 }
@@ -109,7 +112,7 @@ static void test_null_and_sizes(void) {
   CHECK(nexar_config_default(NULL) == NEXAR_ERR_INVALID_ARGUMENT);
   CHECK(err_has("cfg is NULL"));
   CHECK(nexar_config_default_sized(NULL, sizeof(nexar_config)) == NEXAR_ERR_INVALID_ARGUMENT);
-  const size_t bad[] = {0, 7, sizeof(nexar_config) - 8, sizeof(nexar_config) - 1,
+  const size_t bad[] = {0, 7, sizeof(nexar_config) - 16, sizeof(nexar_config) - 1,
                         sizeof(nexar_config) + 8};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     unsigned char buf[sizeof(nexar_config) + 64], ref[sizeof buf];
