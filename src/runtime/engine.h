@@ -260,7 +260,10 @@ struct nx_ep {
   int in_progress; /* a progress step is running (possibly in this call chain) */
   uint64_t sleep_until;
   char auth_why[200];
-  uint64_t dropped_datagrams, dropped_logged_ns;              /* garbage on the socket */
+  uint64_t dropped_datagrams, dropped_logged_ns; /* garbage on the socket */
+  uint64_t refused_hs, refused_logged_ns;        /* handshakes refused before any state (quic.c) */
+  uint8_t retry_secret[32];                      /* keys our QUIC Retry tokens */
+  int retry_secret_ok;
   /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes
                                                                  by itself (0: awake) */
 };

@@ -5,6 +5,7 @@
  * each remote stream with no data, so both halves close and credit returns. */
 #include "transport/quic.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
@@ -18,9 +19,12 @@
 #define NX_APP_GOODBYE 0x6e78u /* application close code of a graceful departure */
 #define NX_APP_GAVE_UP 0x6e79u /* we declared the receiver dead (reason says why) */
 #define NX_BURST 64
-#define NX_FIN_BATCH 32            /* FIN-only packets wait for this many... */
-#define NX_FIN_DELAY_NS 2000000ull /* ...or this long */
-#define NX_MAX_PENDING_HANDSHAKES 64
+#define NX_FIN_BATCH 32              /* FIN-only packets wait for this many... */
+#define NX_FIN_DELAY_NS 2000000ull   /* ...or this long */
+#define NX_MAX_PENDING_HANDSHAKES 16 /* in total... */
+#define NX_MAX_PENDING_PER_SOURCE 2  /* ...and per member address */
+#define NX_SERVER_HANDSHAKE_MS 3000  /* a member's handshake takes milliseconds */
+#define NX_RETRY_TOKEN_NS (10 * NGTCP2_SECONDS)
 #define NX_ACK_SLACK_NS 50000ull             /* idle connections: timer slack (see service) */
 #define NX_STREAM_CREDIT_BATCH 16            /* stream credit returns in batches... */
 #define NX_STREAM_CREDIT_DELAY_NS 1000000ull /* ...or after this long */
@@ -332,7 +336,7 @@ static void fill_settings(nx_qconn *qc, ngtcp2_settings *st, ngtcp2_transport_pa
   /* A client waits for its peer as long as formation may take; a server
    * gives an unauthenticated handshake 10 s, so half-open ones do not pile up */
   uint64_t hs_ms = qc->ep->cfg.connect_timeout_ms ? qc->ep->cfg.connect_timeout_ms : 3600000u;
-  if (qc->is_server && hs_ms > 10000) hs_ms = 10000;
+  if (qc->is_server && hs_ms > NX_SERVER_HANDSHAKE_MS) hs_ms = NX_SERVER_HANDSHAKE_MS;
   st->handshake_timeout = NX_MAX(hs_ms, 1000u) * NGTCP2_MILLISECONDS;
   /* a fixed connection window: a receiver that holds unexpected data over
    * its budget withholds this credit, and each peer can then add at most the
@@ -464,16 +468,119 @@ int nx_qconn_client_new(nx_ep *ep, nx_peer *p) {
   return 0;
 }
 
+/* Same IP address and port (IPv4, IPv6, IPv4-mapped IPv6). */
+static int same_addr(const struct sockaddr *a, const struct sockaddr *b) {
+  const uint8_t *ia, *ib;
+  size_t la, lb;
+  uint16_t pa, pb;
+  static const uint8_t v4map[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  const struct sockaddr *s[2] = {a, b};
+  const uint8_t *ip[2];
+  size_t len[2];
+  uint16_t port[2];
+  for (int i = 0; i < 2; i++) {
+    if (s[i]->sa_family == AF_INET) {
+      const struct sockaddr_in *v = (const struct sockaddr_in *)s[i];
+      ip[i] = (const uint8_t *)&v->sin_addr, len[i] = 4, port[i] = v->sin_port;
+    } else if (s[i]->sa_family == AF_INET6) {
+      const struct sockaddr_in6 *v = (const struct sockaddr_in6 *)s[i];
+      ip[i] = v->sin6_addr.s6_addr, len[i] = 16, port[i] = v->sin6_port;
+      if (!memcmp(ip[i], v4map, 12)) ip[i] += 12, len[i] = 4;
+    } else {
+      return 0;
+    }
+  }
+  ia = ip[0], ib = ip[1], la = len[0], lb = len[1], pa = port[0], pb = port[1];
+  return pa == pb && la == lb && !memcmp(ia, ib, la);
+}
+
+/* A handshake may come only from a member's advertised UDP socket (members
+ * dial from the socket they listen on). */
+static int member_addr(nx_ep *ep, const struct sockaddr *from) {
+  for (uint32_t r = 0; ep->peers && r < ep->world; r++)
+    if (r != ep->rank && ep->peers[r].addrlen &&
+        same_addr((const struct sockaddr *)&ep->peers[r].addr, from))
+      return 1;
+  return 0;
+}
+
+/* Refusals before any state: counted, logged at most once a second. */
+static void refused(nx_ep *ep, const char *why, const struct sockaddr *from) {
+  ep->refused_hs++;
+  uint64_t now = nx_now_ns();
+  if (now - ep->refused_logged_ns < 1000000000ull) return;
+  ep->refused_logged_ns = now;
+  char a[INET6_ADDRSTRLEN] = "?";
+  if (from->sa_family == AF_INET)
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)from)->sin_addr, a, sizeof a);
+  else if (from->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)from)->sin6_addr, a, sizeof a);
+  NX_WARN("refused %llu QUIC handshake attempt(s) so far (last from %s: %s)",
+          (unsigned long long)ep->refused_hs, a, why);
+}
+
+/* Answers a member's first Initial with a Retry: its next Initial proves it
+ * receives at that address, and until then we keep nothing. */
+static void send_retry(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen,
+                       const ngtcp2_pkt_hd *hd) {
+  if (!ep->retry_secret_ok) {
+    if (nx_random(ep->retry_secret, sizeof ep->retry_secret)) return;
+    ep->retry_secret_ok = 1;
+  }
+  ngtcp2_cid scid;
+  scid.datalen = NX_SCID_LEN;
+  if (nx_random(scid.data, scid.datalen)) return;
+  uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], buf[1200];
+  ngtcp2_ssize tl = ngtcp2_crypto_generate_retry_token(
+      token, ep->retry_secret, sizeof ep->retry_secret, hd->version, (const ngtcp2_sockaddr *)from,
+      (ngtcp2_socklen)fromlen, &scid, &hd->dcid, nx_now_ns());
+  if (tl < 0) return;
+  ngtcp2_ssize n = ngtcp2_crypto_write_retry(buf, sizeof buf, hd->version, &hd->scid, &scid,
+                                             &hd->dcid, token, (size_t)tl);
+  if (n <= 0) return;
+  size_t l = (size_t)n;
+  nx_udp_send(&ep->udp, from, fromlen, buf, &l, 1);
+}
+
+/* Admission, cheapest check first: a member's address, then a valid Retry
+ * token (else a Retry is sent), then bounds on pending handshakes. Only
+ * then does a connection (TLS session, ngtcp2 state) exist. */
 static nx_qconn *accept_conn(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen,
-                             const uint8_t *pkt, size_t len) {
+                             const uint8_t *pkt, size_t len, int *answered) {
   ngtcp2_pkt_hd hd;
   if (ngtcp2_accept(&hd, pkt, len) != 0) return NULL;
   if (!ep->creds) return NULL; /* not started: the client retransmits */
-  /* bound the handshakes in progress, so Initial floods cost little */
-  int pending = 0;
-  for (nx_qconn *x = ep->conns; x; x = x->next)
-    pending += x->peer == NULL;
-  if (pending >= NX_MAX_PENDING_HANDSHAKES) return NULL;
+  if (hd.type != NGTCP2_PKT_INITIAL) return NULL;
+  if (!member_addr(ep, from)) {
+    refused(ep, "not a member's address", from);
+    return NULL;
+  }
+  if (hd.token.len == 0) {
+    send_retry(ep, from, fromlen, &hd);
+    *answered = 1;
+    return NULL;
+  }
+  ngtcp2_cid odcid;
+  if (!ep->retry_secret_ok ||
+      ngtcp2_crypto_verify_retry_token(&odcid, hd.token.base, hd.token.len, ep->retry_secret,
+                                       sizeof ep->retry_secret, hd.version,
+                                       (const ngtcp2_sockaddr *)from, (ngtcp2_socklen)fromlen,
+                                       &hd.dcid, NX_RETRY_TOKEN_NS, nx_now_ns()) != 0) {
+    refused(ep, "invalid or expired Retry token", from);
+    return NULL;
+  }
+  /* bound the handshakes in progress, in total and per source */
+  int pending = 0, mine = 0;
+  for (nx_qconn *x = ep->conns; x; x = x->next) {
+    if (x->peer && x->peer->state == NX_PEER_UP) continue;
+    if (!x->is_server) continue;
+    pending++;
+    mine += same_addr((const struct sockaddr *)&x->remote, from);
+  }
+  if (pending >= NX_MAX_PENDING_HANDSHAKES || mine >= NX_MAX_PENDING_PER_SOURCE) {
+    refused(ep, "too many handshakes in progress", from);
+    return NULL;
+  }
   nx_qconn *qc = qconn_alloc(ep, from, fromlen, 1);
   if (!qc) return NULL;
   ngtcp2_cid scid;
@@ -484,7 +591,9 @@ static nx_qconn *accept_conn(nx_ep *ep, const struct sockaddr *from, socklen_t f
   ngtcp2_transport_params tp;
   fill_callbacks(&cb, 1);
   fill_settings(qc, &st, &tp);
-  tp.original_dcid = hd.dcid;
+  tp.original_dcid = odcid;
+  tp.retry_scid = hd.dcid;
+  tp.retry_scid_present = 1;
   tp.stateless_reset_token_present = 1;
   nx_random(tp.stateless_reset_token, sizeof tp.stateless_reset_token);
   st.token = hd.token;
@@ -528,9 +637,11 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
                          size_t len) {
   ngtcp2_version_cid vc;
   nx_qconn *qc = NULL;
+  int answered = 0; /* a Retry went back: not garbage */
   if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, NX_SCID_LEN) != 0 ||
       (!(qc = cid_find(ep, vc.dcid, vc.dcidlen)) &&
-       !(qc = accept_conn(ep, from, fromlen, pkt, len)))) {
+       !(qc = accept_conn(ep, from, fromlen, pkt, len, &answered)))) {
+    if (answered) return;
     /* not QUIC, or not for a connection of ours: dropped, and reported (at
      * most once a second, so a flood cannot flood the log too) */
     ep->dropped_datagrams++;
@@ -585,7 +696,7 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
       snprintf(why, sizeof why, "QUIC error: %s", ngtcp2_strerror(rv));
     }
     if (!qc->peer || qc->peer->qc != qc) { /* never authenticated: drop quietly */
-      NX_WARN("dropping unauthenticated connection: %s", why);
+      refused(ep, why, from);
       nx_qconn_free(ep, qc);
       return;
     }
