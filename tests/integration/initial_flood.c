@@ -143,6 +143,10 @@ int main(int argc, char **argv) {
     if (made == 0 || t - made >= 10000000000ull) { /* a fresh set every 10 s */
       for (size_t i = 0; i < npk; i++)
         len[i] = make_initial(&dst[i % (size_t)nports], pk[i], 1200);
+      if (!made) {
+        printf("ready\n"); /* the first set exists: the flood starts now */
+        fflush(stdout);
+      }
       made = now_ns();
     }
     if (t < next) {

@@ -117,3 +117,12 @@ set_tests_properties(integration.flood integration.flood_remote PROPERTIES TIMEO
 set_tests_properties(integration.flood_remote PROPERTIES ENVIRONMENT
   "NEXAR_UNEXPECTED_BUDGET_BYTES=67108864;NEXAR_COLLECTIVE_TIMEOUT_MS=60000;NEXAR_BULK_TCP_LOCAL=1")
 # END flood
+# BEGIN admission
+# Floods of valid QUIC Initials from a non-member (127.0.0.1): the world keeps
+# >= 90% of its unattacked rate and forms in its normal time.
+add_test(NAME integration.admission
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/hs_attack_test.sh
+                 $<TARGET_FILE:nexar-run> $<TARGET_FILE:hs_worker> $<TARGET_FILE:initial_flood>)
+set_tests_properties(integration.admission PROPERTIES TIMEOUT 240 LABELS "integration"
+                     RUN_SERIAL TRUE)
+# END admission
