@@ -637,7 +637,8 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
                          size_t len) {
   ngtcp2_version_cid vc;
   nx_qconn *qc = NULL;
-  int answered = 0; /* a Retry went back: not garbage */
+  int answered = 0;     /* a Retry went back: not garbage */
+  if (len == 0) return; /* ngtcp2 0.12 asserts on an empty datagram */
   if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, NX_SCID_LEN) != 0 ||
       (!(qc = cid_find(ep, vc.dcid, vc.dcidlen)) &&
        !(qc = accept_conn(ep, from, fromlen, pkt, len, &answered)))) {
