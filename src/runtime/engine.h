@@ -231,6 +231,7 @@ struct nx_ep {
   nx_recv *posted_head, *posted_tail;
   uint64_t unexp_bytes;
   uint64_t unexp_budget; /* cfg.unexpected_budget_bytes */
+  uint64_t unexp_coll;   /* the part of unexp_bytes that is collective data */
   int conn_credit_dirty; /* some peer has conn_release */
   nx_rxstream *credit_list;
   nx_txmsg *tx_all;
@@ -389,6 +390,8 @@ void nx_recv_finish(nx_ep *ep, nx_recv *r, int rc, const char *why);
 /* Removes a posted receive that has not matched (timeout/abort). */
 int nx_match_cancel(nx_ep *ep, nx_recv *r);
 void nx_msg_free(nx_ep *ep, nx_msg *m);
+/* Unexpected bytes of m leave the accounting (a receive took them). */
+void nx_unexp_release(nx_ep *ep, const nx_msg *m, uint64_t n);
 void nx_match_unqueue(nx_ep *ep, nx_msg *m);
 void nx_iov_copy_in(const nexar_iovec *iov, size_t niov, uint64_t off, const uint8_t *data,
                     size_t len);

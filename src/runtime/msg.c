@@ -166,6 +166,7 @@ static int consume(nx_ep *ep, nx_rxstream *rs, nx_msg *m, const uint8_t *d, size
     *credit += n;
   } else {
     ep->unexp_bytes += n;
+    if (m->f.kind == NX_KIND_COLL) ep->unexp_coll += n;
     if (ep->unexp_bytes <= ep->unexp_budget) {
       *credit += n;
     } else { /* the sender waits until a receive takes it: stream and connection */
@@ -353,11 +354,16 @@ void nx_msg_finish_if_complete(nx_ep *ep, nx_msg *m) {
   if (m->complete) msg_finish(ep, m);
 }
 
+void nx_unexp_release(nx_ep *ep, const nx_msg *m, uint64_t n) {
+  ep->unexp_bytes -= NX_MIN(ep->unexp_bytes, n);
+  if (m->f.kind == NX_KIND_COLL) ep->unexp_coll -= NX_MIN(ep->unexp_coll, n);
+}
+
 void nx_msg_free(nx_ep *ep, nx_msg *m) {
   nx_rndv_decline_locked(ep, m);
   release_conn_credit(ep, m);
   if (m->buf && !m->rcv && !is_internal(m->f.kind)) {
-    ep->unexp_bytes -= NX_MIN(ep->unexp_bytes, m->got);
+    nx_unexp_release(ep, m, m->got);
   }
   if (m->rs) m->rs->msg = NULL, m->rs = NULL;
   free(m->buf);
@@ -416,7 +422,10 @@ int nx_deliver_complete(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
   m->wire_len = wire;
   m->complete = 1;
   m->ordered = 1;
-  if (!is_internal(f->kind) && !(f->flags & NX_FLAG_RNDV)) ep->unexp_bytes += wire;
+  if (!is_internal(f->kind) && !(f->flags & NX_FLAG_RNDV)) {
+    ep->unexp_bytes += wire;
+    if (f->kind == NX_KIND_COLL) ep->unexp_coll += wire;
+  }
   nx_match_arrived(ep, m);
   return 0;
 }
