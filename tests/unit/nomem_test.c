@@ -1,7 +1,9 @@
 /* Allocation failures in the receive order surface as NEXAR_ERR_NOMEM: a
  * stream cancelled before its header whose id cannot be recorded used to be
  * forgotten silently, so every later stream of that peer waited forever.
- * Also: with the record made, later messages are still delivered in order. */
+ * Also: with the record made, later messages are still delivered in order.
+ * And a connection whose id cannot enter the connection-id table is not
+ * kept (it used to stay, unable to receive, until its handshake timed out). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +11,8 @@
 #include "runtime/comm.h"
 
 #include "../../fuzz/fuzz_ep.h"
+#include "../../fuzz/quic_initial.h"
+#include "transport/quic.h"
 #include "check.h"
 
 static nx_rxstream *open_stream(nx_ep *ep, int64_t sid) {
@@ -57,6 +61,51 @@ int main(void) {
   message(ep, 8, 11);
   CHECK(queued(ep, 10) && queued(ep, 11), "messages after a cancelled stream were delivered");
   drop_endpoint(ep);
+  /* a member's Initial with a valid Retry token while the CID table cannot
+   * grow: no connection may be left behind */
+  ep = make_endpoint();
+  CHECK(ep, "endpoint");
+  gnutls_certificate_credentials_t creds;
+  CHECK(gnutls_certificate_allocate_credentials(&creds) >= 0, "credentials");
+  struct sockaddr_in member = {.sin_family = AF_INET, .sin_port = htons(4000)};
+  member.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  struct sockaddr_in self = member;
+  self.sin_port = htons(4001);
+  ep->rank = 1;
+  ep->peers[0].rank = 0;
+  memcpy(&ep->peers[0].addr, &member, sizeof member);
+  ep->peers[0].addrlen = sizeof member;
+  memcpy(&ep->udp.local, &self, sizeof self);
+  ep->udp.locallen = sizeof self;
+  ep->udp.fd = -1;
+  ep->creds = creds;
+  ep->hb_timeout_ns = 5000000000ull;
+  memset(ep->retry_secret, 7, sizeof ep->retry_secret);
+  ep->retry_secret_ok = 1;
+  ngtcp2_cid dcid = {.datalen = 18}, odcid = {.datalen = 8};
+  memset(dcid.data, 3, 18);
+  uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], pkt[1500];
+  ngtcp2_ssize tl = ngtcp2_crypto_generate_retry_token(
+      token, ep->retry_secret, sizeof ep->retry_secret, NGTCP2_PROTO_VER_V1,
+      (const ngtcp2_sockaddr *)&member, sizeof member, &dcid, &odcid, now_ns());
+  CHECK(tl > 0, "retry token");
+  size_t pl = make_initial(creds, &self, token, (size_t)tl, &dcid, pkt, 1200);
+  CHECK(pl > 0, "initial");
+  nx_realloc_fail_at = 1; /* the table's first allocation */
+  nx_quic_on_datagram(ep, (struct sockaddr *)&member, sizeof member, pkt, pl);
+  nx_realloc_fail_at = 0;
+  CHECK(ep->conns == NULL, "a connection without a connection id was kept");
+  CHECK(ep->cids == NULL, "the table did not grow");
+  /* with memory the same Initial gets its ids in the table (its handshake
+   * then fails: these credentials have no certificate) */
+  pl = make_initial(creds, &self, token, (size_t)tl, &dcid, pkt, 1200);
+  nx_quic_on_datagram(ep, (struct sockaddr *)&member, sizeof member, pkt, pl);
+  CHECK(ep->cids != NULL, "the admitted Initial was not registered");
+  nx_quic_close_all(ep);
+  free(ep->cids);
+  ep->creds = NULL;
+  drop_endpoint(ep);
+  gnutls_certificate_free_credentials(creds);
   printf("nomem_test: ok\n");
   return 0;
 }
