@@ -518,7 +518,9 @@ nx_qconn *nx_qc_accept(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen
     pending++;
     mine += same_addr((const struct sockaddr *)&x->remote, from);
   }
-  if (pending >= NX_MAX_PENDING_HANDSHAKES || mine >= NX_MAX_PENDING_PER_SOURCE) {
+  /* (every lower rank may dial at once during formation) */
+  if (pending >= (int)NX_MAX(NX_MAX_PENDING_HANDSHAKES, ep->world) ||
+      mine >= NX_MAX_PENDING_PER_SOURCE) {
     nx_qc_refused(ep, "too many handshakes in progress", from);
     return NULL;
   }

@@ -16,9 +16,12 @@
 #define NX_BURST 64
 #define NX_FIN_BATCH 32              /* FIN-only packets wait for this many... */
 #define NX_FIN_DELAY_NS 2000000ull   /* ...or this long */
-#define NX_MAX_PENDING_HANDSHAKES 16 /* in total... */
+#define NX_MAX_PENDING_HANDSHAKES 16 /* in total (or the world size)... */
 #define NX_MAX_PENDING_PER_SOURCE 2  /* ...and per member address */
-#define NX_SERVER_HANDSHAKE_MS 3000  /* a member's handshake takes milliseconds */
+/* A member's handshake takes milliseconds; this leaves room for loaded
+ * (sanitizer) machines, where a server connection that expires under a
+ * client still handshaking would strand that client. */
+#define NX_SERVER_HANDSHAKE_MS 5000
 #define NX_RETRY_TOKEN_NS (10 * NGTCP2_SECONDS)
 #define NX_ACK_SLACK_NS 50000ull             /* idle connections: timer slack (see service) */
 #define NX_STREAM_CREDIT_BATCH 16            /* stream credit returns in batches... */
