@@ -40,6 +40,7 @@ static inline nx_ep *make_endpoint(void) {
   ep->rank = 0;
   ep->lane_fd = ep->bulk_lfd = -1;
   ep->in_progress = 1; /* no sockets: replies stay queued */
+  ep->unexp_budget = NX_UNEXP_BUDGET;
   ep->peers = calloc(2, sizeof *ep->peers);
   if (!ep->peers) {
     pthread_mutex_destroy(&ep->mu);

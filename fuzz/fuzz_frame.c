@@ -25,8 +25,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int failed = 0;
   for (size_t i = 0; rs && i < chunks && !failed; i++) {
     size_t n = i + 1 == chunks ? left : left / (chunks - i);
-    uint64_t credit;
-    failed = nx_rx_stream_data(ep, rs, p, n, i + 1 == chunks, &credit) != 0;
+    uint64_t credit, held;
+    failed = nx_rx_stream_data(ep, rs, p, n, i + 1 == chunks, &credit, &held) != 0;
     p += n;
     left -= n;
   }

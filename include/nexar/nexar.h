@@ -180,6 +180,7 @@ typedef struct nexar_config {
   const char *cluster_token;                     /* NULL: none, or NEXAR_CLUSTER_TOKEN */
   const char *bind_addr;                         /* NULL: all interfaces, ephemeral port */
   const struct nexar_device_adapter *adapter;    /* NULL: host memory */
+  size_t unexpected_budget_bytes; /* 256 MiB: unexpected messages buffered before senders wait */
 } nexar_config;
 
 /** Fills cfg with defaults, then applies NEXAR_* environment variables. A

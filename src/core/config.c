@@ -67,7 +67,9 @@ enum { Z0 = 0, Z1 = 1 };
   X(elastic_checkpoint_timeout_ms, "NEXAR_ELASTIC_CHECKPOINT_TIMEOUT_MS", NX_K_U32, 60000, 1,      \
     NX_DAY_MS, Z1)                                                                                 \
   X(cluster_token, "NEXAR_CLUSTER_TOKEN", NX_K_SECRET, 0, 0, NX_STR_MAX, Z1)                       \
-  X(bind_addr, "NEXAR_BIND_ADDR", NX_K_STR, 0, 0, 300, Z1)
+  X(bind_addr, "NEXAR_BIND_ADDR", NX_K_STR, 0, 0, 300, Z1)                                        \
+  X(unexpected_budget_bytes, "NEXAR_UNEXPECTED_BUDGET_BYTES", NX_K_BYTES, 256 * NX_MIB, NX_MIB,    \
+    NX_SZ(NX_TIB), Z0)
 
 typedef struct nx_cfg_entry {
   const char *field;
@@ -101,8 +103,8 @@ NX_CONFIG_FIELDS(NX_CHECK)
 #undef NX_CHECK
 
 /* Released layouts. Update when nexar_config grows (see the table comment). */
-_Static_assert(sizeof(nexar_config) == NX_CONFIG_SIZE_V1, "nexar_config grew: add a version");
-static const size_t nx_config_sizes[] = {NX_CONFIG_SIZE_V1};
+_Static_assert(sizeof(nexar_config) == NX_CONFIG_SIZE_V2, "nexar_config grew: add a version");
+static const size_t nx_config_sizes[] = {NX_CONFIG_SIZE_V1, NX_CONFIG_SIZE_V2};
 
 int nx_config_size_known(size_t size) {
   for (size_t i = 0; i < sizeof nx_config_sizes / sizeof nx_config_sizes[0]; i++)

@@ -33,6 +33,8 @@
 
 /* Size of the first public layout: adapter is its last field, forever. */
 #define NX_CONFIG_SIZE_V1 (offsetof(nexar_config, adapter) + sizeof(void *))
+/* V2 adds unexpected_budget_bytes. */
+#define NX_CONFIG_SIZE_V2 (offsetof(nexar_config, unexpected_budget_bytes) + sizeof(size_t))
 
 /* 1 if size is the struct_size of a released nexar_config layout. */
 int nx_config_size_known(size_t size);

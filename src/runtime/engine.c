@@ -52,6 +52,7 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   atomic_init(&ep->refs, 1);
   ep->hb_interval_ns = (uint64_t)ep->cfg.heartbeat_interval_ms * 1000000ull;
   ep->hb_timeout_ns = (uint64_t)ep->cfg.heartbeat_timeout_ms * 1000000ull;
+  ep->unexp_budget = ep->cfg.unexpected_budget_bytes;
   /* environment-only knobs, parsed and bounded by the table (core/knobs.c) */
   if ((rc = nx_knobs_from_env(&ep->knobs)) || (rc = nx_random(ep->shm_cookie, 16))) goto fail;
   const nx_knobs *k = &ep->knobs;
@@ -302,6 +303,10 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
   }
   uint64_t eager_max = fr.kind == NX_KIND_COLL && p->shm_ok ? NX_RNDV_COLL_MIN : NX_EAGER_MAX;
   int eager = len <= eager_max || !req;
+  /* copies queued to a receiver that withholds credit must not grow without
+   * bound: past NX_EAGER_QUEUE_MAX a user send waits for its acknowledgement */
+  int user = fr.kind == NX_KIND_P2P && req;
+  if (eager && user && p->eager_queued + len > NX_EAGER_QUEUE_MAX) eager = 0;
   /* same host: the reader copies it from our buffer; another host: above
    * the measured crossover the receiver pulls it over the bulk TCP stream */
   if (!eager && (p->shm_ok || (p->bulk_up && len > ep->bulk_min))) {
@@ -314,7 +319,13 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
       return 0;
     }
   }
-  int rc = send_frame(ep, p, &fr, iov, niov, eager ? NULL : req, out);
+  nx_txmsg *tm = NULL;
+  int rc = send_frame(ep, p, &fr, iov, niov, eager ? NULL : req, &tm);
+  if (out) *out = tm;
+  if (!rc && eager && user && tm) {
+    tm->eager_len = len ? len : 1;
+    p->eager_queued += tm->eager_len;
+  }
   if (!rc && eager && req) nx_req_complete(req, 0, NULL); /* the data was copied */
   return rc;
 }
@@ -376,11 +387,13 @@ static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iov
   m->all_next = ep->tx_all;
   if (ep->tx_all) ep->tx_all->all_prev = m;
   ep->tx_all = m;
-  if (p->txq_tail)
-    p->txq_tail->next = m;
+  nx_txmsg **qh = fr->kind == NX_KIND_P2P ? &p->utxq_head : &p->txq_head;
+  nx_txmsg **qt = fr->kind == NX_KIND_P2P ? &p->utxq_tail : &p->txq_tail;
+  if (*qt)
+    (*qt)->next = m;
   else
-    p->txq_head = m;
-  p->txq_tail = m;
+    *qh = m;
+  *qt = m;
   if (!(fr->flags & NX_FLAG_RNDV)) {
     p->st.messages_sent++;
     p->st.bytes_sent += len;
@@ -408,13 +421,15 @@ void nx_tx_cancel_locked(nx_ep *ep, nx_txmsg *m, int rc) {
   nx_peer *p = m->peer;
   if (m->sid < 0) { /* still queued: nothing was handed to ngtcp2 */
     nx_txmsg *prev = NULL;
-    for (nx_txmsg *x = p->txq_head; x; prev = x, x = x->next) {
+    int user = m->hdr[3] == NX_KIND_P2P;
+    nx_txmsg **qh = user ? &p->utxq_head : &p->txq_head, **qt = user ? &p->utxq_tail : &p->txq_tail;
+    for (nx_txmsg *x = *qh; x; prev = x, x = x->next) {
       if (x != m) continue;
       if (prev)
         prev->next = x->next;
       else
-        p->txq_head = x->next;
-      if (p->txq_tail == x) p->txq_tail = prev;
+        *qh = x->next;
+      if (*qt == x) *qt = prev;
       break;
     }
     m->acked = m->total;
@@ -455,6 +470,7 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
     nx_tx_free(m);
   }
   p->txq_head = p->txq_tail = NULL;
+  p->utxq_head = p->utxq_tail = NULL;
   for (nx_rxstream *rs = ep->rx_all, *n; rs; rs = n) {
     n = rs->all_next;
     if (rs->peer != p) continue;

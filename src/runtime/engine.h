@@ -46,11 +46,33 @@ typedef struct nx_bulk nx_bulk;
 #define NX_STREAM_WINDOW (512u * 1024u)
 /* Extra window a matched receive gets, for throughput. */
 #define NX_STREAM_BOOST (16u * 1024u * 1024u)
-/* Total unexpected bytes an endpoint buffers before it stops giving credit. */
+/* Total unexpected bytes an endpoint buffers before it stops giving credit
+ * (default of nexar_config.unexpected_budget_bytes). Beyond it, bytes of
+ * unexpected messages keep their stream and connection credit until a receive
+ * matches them, so each peer can add at most NX_CONN_WINDOW more. */
 #define NX_UNEXP_BUDGET (256ull << 20)
+/* Connection-level flow-control window (fixed: no auto-tuning), and the part
+ * of it that user point-to-point data leaves for runtime traffic (collectives,
+ * RPC, heartbeats), so they progress while unexpected data holds the rest.
+ * Below the reserve, the oldest user message still flows while more than
+ * half the reserve is left (the receiver may be waiting for just that one).
+ * ngtcp2 0.12 sends MAX_DATA once returned credit exceeds half the transport
+ * parameter (which is a quarter of the window; the rest is added at once):
+ * half the reserve must exceed that, so runtime traffic alone triggers the
+ * next MAX_DATA before it runs out. */
+#define NX_CONN_WINDOW (16u * 1024u * 1024u)
+#define NX_CONN_PARAM (NX_CONN_WINDOW / 4)
+#define NX_CONN_RESERVE (8u * 1024u * 1024u)
+_Static_assert(NX_CONN_RESERVE / 2 > NX_CONN_PARAM / 2, "runtime traffic must reach MAX_DATA");
+/* Copies of eager sends queued to one peer and not yet acknowledged: beyond
+ * this a send with a request waits for its acknowledgement (flow control
+ * reaches the sender instead of its memory growing). */
+#define NX_EAGER_QUEUE_MAX (2u * NX_CONN_WINDOW)
 /* Largest runtime-consumed message (RPC arguments and replies). */
 #define NX_INTERNAL_MAX (256ull << 20)
 #define NX_MAX_STREAMS 256
+/* Streams that user point-to-point messages leave to runtime messages. */
+#define NX_STREAM_RESERVE 32
 
 enum nx_peer_state { NX_PEER_INIT = 0, NX_PEER_CONNECTING, NX_PEER_UP, NX_PEER_DEAD };
 
@@ -73,6 +95,7 @@ struct nx_txmsg {
   int cancel;         /* reset requested */
   int cancel_rc;      /* the result its request gets */
   int in_queue;
+  uint64_t eager_len; /* counted in peer->eager_queued (a user eager copy) */
 };
 
 /* The receiving side of one remote stream. */
@@ -108,7 +131,8 @@ struct nx_msg {
   int complete;
   int queued; /* on the unexpected list */
   int discard;
-  int answered; /* rendezvous descriptor: its sender was told the outcome */
+  int answered;  /* rendezvous descriptor: its sender was told the outcome */
+  uint64_t held; /* bytes whose connection credit waits for a receive (over budget) */
 };
 
 /* Match key: communicator, kind, source (root rank), tag, round, segment. */
@@ -149,9 +173,12 @@ struct nx_peer {
   char host[64];
   nx_qconn *qc;
   nx_txmsg *txq_head, *txq_tail; /* messages with bytes to hand to ngtcp2 */
-  int64_t rx_next_sid;           /* next remote stream in send order */
-  nx_msg *rx_pending;            /* parsed headers waiting for rx_next_sid, by sid */
-  int64_t *rx_skip;              /* streams that ended before their header */
+  /* user point-to-point messages wait apart, in their own order: runtime
+   * messages get streams even while a receiver holds back user data */
+  nx_txmsg *utxq_head, *utxq_tail;
+  int64_t rx_next_sid; /* next remote stream in send order */
+  nx_msg *rx_pending;  /* parsed headers waiting for rx_next_sid, by sid */
+  int64_t *rx_skip;    /* streams that ended before their header */
   size_t nskip, capskip;
   uint64_t last_heard_ns;
   uint64_t next_hb_ns;
@@ -170,6 +197,8 @@ struct nx_peer {
   int bulk_up;             /* large sends to it may take the bulk stream */
   uint8_t bulk_secret[32]; /* what it must present when it dials our listener */
   unsigned ncancelled;
+  uint64_t conn_release; /* held connection credit released, not yet returned */
+  uint64_t eager_queued; /* bytes of eager user sends not yet acknowledged */
   nexar_peer_stats st;
 };
 
@@ -206,6 +235,9 @@ struct nx_ep {
   nx_msg *unexp_head, *unexp_tail;
   nx_recv *posted_head, *posted_tail;
   uint64_t unexp_bytes;
+  uint64_t unexp_budget; /* cfg.unexpected_budget_bytes */
+  uint64_t unexp_coll;   /* the part of unexp_bytes that is collective data */
+  int conn_credit_dirty; /* some peer has conn_release */
   nx_rxstream *credit_list;
   nx_txmsg *tx_all;
   /* same-host rendezvous (process_vm_readv): sends waiting for their reader */
@@ -241,6 +273,9 @@ struct nx_ep {
   atomic_int work_n;
   nx_work *timers;
   _Atomic uint64_t timer_min;
+  uint64_t refused_hs, refused_logged_ns;        /* handshakes refused before any state (quic.c) */
+  uint8_t retry_secret[32];                      /* keys our QUIC Retry tokens */
+  int retry_secret_ok;
   /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes
                                                                  by itself (0: awake) */
 };
@@ -328,13 +363,22 @@ void nx_lane_recv_locked(nx_ep *ep);
 
 /* ---- msg.c: stream <-> message plumbing, called from quic.c */
 void nx_rx_stream_open(nx_ep *ep, nx_peer *p, int64_t sid, nx_rxstream **out);
+/* credit_now: stream credit to return now; conn_held: bytes of data whose
+ * connection credit is withheld (unexpected data over the budget). */
 int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t len, int fin,
-                      uint64_t *credit_now);
-void nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs);
+                      uint64_t *credit_now, uint64_t *conn_held);
+/* Frees rs; NEXAR_ERR_NOMEM if the stream order could not record it (the
+ * connection must then close: later streams could never be delivered). */
+int nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs);
+/* realloc for the receive and connection-id tables; tests set
+ * nx_realloc_fail_at = n to make the n-th call from now fail. */
+void *nx_realloc(void *p, size_t n);
+extern int nx_realloc_fail_at;
 void nx_tx_acked(nx_ep *ep, nx_txmsg *m, uint64_t offset, uint64_t len);
 void nx_tx_free(nx_txmsg *m);
 /* Returns held credit that application threads released (progress thread). */
 void nx_ep_credit_flush(nx_ep *ep);
+/* sid < 0: connection-level credit only. */
 void nx_qconn_extend_hook(nx_peer *p, int64_t sid, uint64_t n, uint64_t boost);
 void nx_msg_release_credit(nx_ep *ep, nx_msg *m);
 void nx_msg_finish_if_complete(nx_ep *ep, nx_msg *m);
@@ -357,6 +401,8 @@ void nx_recv_finish(nx_ep *ep, nx_recv *r, int rc, const char *why);
 /* Removes a posted receive that has not matched (timeout/abort). */
 int nx_match_cancel(nx_ep *ep, nx_recv *r);
 void nx_msg_free(nx_ep *ep, nx_msg *m);
+/* Unexpected bytes of m leave the accounting (a receive took them). */
+void nx_unexp_release(nx_ep *ep, const nx_msg *m, uint64_t n);
 void nx_match_unqueue(nx_ep *ep, nx_msg *m);
 void nx_iov_copy_in(const nexar_iovec *iov, size_t niov, uint64_t off, const uint8_t *data,
                     size_t len);

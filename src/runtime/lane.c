@@ -192,9 +192,11 @@ void nx_lane_recv_locked(nx_ep *ep) {
 
 static void lane_drain(nx_ep *ep, struct nx_lane_rx *rx) {
   for (int round = 0; round < 8; round++) {
-    /* a receiver far behind stops reading: senders then find the socket
-     * full and fall back to QUIC, whose flow control holds them */
-    if (ep->unexp_bytes > NX_UNEXP_BUDGET) return;
+    /* a receiver far behind on collective data stops reading: senders then
+     * find the socket full and fall back to QUIC, whose flow control holds
+     * them (user point-to-point data over the budget must not stop
+     * collective frames: their receives may come first) */
+    if (ep->unexp_coll > ep->unexp_budget) return;
     for (int i = 0; i < LANE_BATCH; i++) {
       rx->v[i].iov_base = rx->data[i];
       rx->v[i].iov_len = LANE_BUF;

@@ -58,7 +58,7 @@ static void bind_msg(nx_ep *ep, nx_msg *m, nx_recv *r) {
   if (!r->anylen && m->got && !(m->f.flags & NX_FLAG_RNDV)) {
     nx_iov_copy_in(r->iov, r->niov, 0, m->buf, (size_t)m->got);
     r->got = m->got;
-    ep->unexp_bytes -= NX_MIN(ep->unexp_bytes, m->got);
+    nx_unexp_release(ep, m, m->got);
     free(m->buf);
     m->buf = NULL;
     m->bufcap = 0;

@@ -33,6 +33,7 @@ void nx_tx_acked(nx_ep *ep, nx_txmsg *m, uint64_t offset, uint64_t len) {
 }
 
 void nx_tx_free(nx_txmsg *m) {
+  if (m->eager_len && m->peer) m->peer->eager_queued -= NX_MIN(m->peer->eager_queued, m->eager_len);
   if (m->all_prev)
     m->all_prev->all_next = m->all_next;
   else if (m->ep)
@@ -56,9 +57,20 @@ static void queue_credit(nx_ep *ep, nx_rxstream *rs) {
   nx_ep_wake(ep);
 }
 
+/* Connection credit withheld for m's bytes goes back (the progress thread
+ * returns it in nx_ep_credit_flush). */
+static void release_conn_credit(nx_ep *ep, nx_msg *m) {
+  if (!m->held) return;
+  m->peer->conn_release += m->held;
+  m->held = 0;
+  ep->conn_credit_dirty = 1;
+  nx_ep_wake(ep);
+}
+
 /* Called when an unexpected message gets its receive: the held credit goes
  * back and a large message gets a wider window. */
 static void release_credit(nx_ep *ep, nx_msg *m) {
+  release_conn_credit(ep, m);
   if (!m->rs) return;
   if (m->f.length > NX_STREAM_WINDOW && m->rs->boost == 0) m->rs->boost = 1;
   if (m->rs->held || m->rs->boost == 1) queue_credit(ep, m->rs);
@@ -130,7 +142,7 @@ static int grow_buf(nx_msg *m, uint64_t need) {
 }
 
 static int consume(nx_ep *ep, nx_rxstream *rs, nx_msg *m, const uint8_t *d, size_t n,
-                   uint64_t *credit) {
+                   uint64_t *credit, uint64_t *conn_held) {
   if (m->wire_len - m->got < n)
     return nx_fail(NEXAR_ERR_PROTOCOL, "rank %u sent more payload than its header declared",
                    m->f.src);
@@ -154,17 +166,22 @@ static int consume(nx_ep *ep, nx_rxstream *rs, nx_msg *m, const uint8_t *d, size
     *credit += n;
   } else {
     ep->unexp_bytes += n;
-    if (ep->unexp_bytes <= NX_UNEXP_BUDGET)
+    if (m->f.kind == NX_KIND_COLL) ep->unexp_coll += n;
+    if (ep->unexp_bytes <= ep->unexp_budget) {
       *credit += n;
-    else
-      rs->held += n; /* the sender waits until a receive takes it */
+    } else { /* the sender waits until a receive takes it: stream and connection */
+      rs->held += n;
+      m->held += n;
+      *conn_held += n;
+    }
   }
   return 0;
 }
 
 int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t len, int fin,
-                      uint64_t *credit) {
+                      uint64_t *credit, uint64_t *conn_held) {
   *credit = 0;
+  *conn_held = 0;
   size_t used = 0;
   nx_peer *p = rs->peer;
   if (rs->hdrlen < NX_FRAME_HDR_LEN) {
@@ -207,7 +224,7 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
   }
   nx_msg *m = rs->msg;
   if (len > used && m) {
-    int rc = consume(ep, rs, m, data + used, len - used, credit);
+    int rc = consume(ep, rs, m, data + used, len - used, credit, conn_held);
     if (rc) return rc;
   } else if (len > used) {
     *credit += len - used; /* its message was dropped: discard the rest */
@@ -230,7 +247,15 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
   return 0;
 }
 
-void nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs) {
+int nx_realloc_fail_at;
+
+void *nx_realloc(void *p, size_t n) {
+  if (nx_realloc_fail_at > 0 && --nx_realloc_fail_at == 0) return NULL;
+  return realloc(p, n);
+}
+
+int nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs) {
+  int rc = 0;
   nx_peer *p = rs->peer;
   rs->closed = 1;
   if (rs->credit_queued) {
@@ -248,10 +273,13 @@ void nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs) {
     } else if (rs->sid > p->rx_next_sid) {
       if (p->nskip == p->capskip) {
         size_t nc = p->capskip ? p->capskip * 2 : 8;
-        int64_t *a = realloc(p->rx_skip, nc * sizeof *a);
+        int64_t *a = nx_realloc(p->rx_skip, nc * sizeof *a);
         if (a) p->rx_skip = a, p->capskip = nc;
       }
-      if (p->nskip < p->capskip) p->rx_skip[p->nskip++] = rs->sid;
+      if (p->nskip < p->capskip)
+        p->rx_skip[p->nskip++] = rs->sid;
+      else /* its id would stall the order of every later stream */
+        rc = nx_fail(NEXAR_ERR_NOMEM, "recording a cancelled stream of rank %u", p->rank);
     }
   } else if (m) { /* the sender gave up mid-message */
     m->rs = NULL;
@@ -278,6 +306,7 @@ void nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs) {
     ep->rx_all = rs->all_next;
   if (rs->all_next) rs->all_next->all_prev = rs->all_prev;
   free(rs);
+  return rc;
 }
 
 /* A message with all its payload: complete its receive or hand it to the
@@ -325,10 +354,16 @@ void nx_msg_finish_if_complete(nx_ep *ep, nx_msg *m) {
   if (m->complete) msg_finish(ep, m);
 }
 
+void nx_unexp_release(nx_ep *ep, const nx_msg *m, uint64_t n) {
+  ep->unexp_bytes -= NX_MIN(ep->unexp_bytes, n);
+  if (m->f.kind == NX_KIND_COLL) ep->unexp_coll -= NX_MIN(ep->unexp_coll, n);
+}
+
 void nx_msg_free(nx_ep *ep, nx_msg *m) {
   nx_rndv_decline_locked(ep, m);
+  release_conn_credit(ep, m);
   if (m->buf && !m->rcv && !is_internal(m->f.kind)) {
-    ep->unexp_bytes -= NX_MIN(ep->unexp_bytes, m->got);
+    nx_unexp_release(ep, m, m->got);
   }
   if (m->rs) m->rs->msg = NULL, m->rs = NULL;
   free(m->buf);
@@ -337,6 +372,14 @@ void nx_msg_free(nx_ep *ep, nx_msg *m) {
 
 /* Credit that application threads released: returned by the progress thread. */
 void nx_ep_credit_flush(nx_ep *ep) {
+  if (ep->conn_credit_dirty) {
+    ep->conn_credit_dirty = 0;
+    for (uint32_t i = 0; ep->peers && i < ep->world; i++) {
+      nx_peer *p = &ep->peers[i];
+      if (p->conn_release) nx_qconn_extend_hook(p, -1, p->conn_release, 0);
+      p->conn_release = 0;
+    }
+  }
   while (ep->credit_list) {
     nx_rxstream *rs = ep->credit_list;
     ep->credit_list = rs->next_credit;
@@ -379,7 +422,10 @@ int nx_deliver_complete(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
   m->wire_len = wire;
   m->complete = 1;
   m->ordered = 1;
-  if (!is_internal(f->kind) && !(f->flags & NX_FLAG_RNDV)) ep->unexp_bytes += wire;
+  if (!is_internal(f->kind) && !(f->flags & NX_FLAG_RNDV)) {
+    ep->unexp_bytes += wire;
+    if (f->kind == NX_KIND_COLL) ep->unexp_coll += wire;
+  }
   nx_match_arrived(ep, m);
   return 0;
 }

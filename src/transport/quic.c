@@ -1,479 +1,13 @@
-/* QUIC connections over ngtcp2 0.12 + GnuTLS: handshake with rank-binding
- * mutual TLS, stream I/O, timers, batching. Every ngtcp2 call lives here.
+/* QUIC connections over ngtcp2 0.12 + GnuTLS: datagram dispatch, stream
+ * I/O, timers, batching (setup, callbacks and admission: quic_conn.c).
  * Streams are bidirectional only: ngtcp2 0.12.1 never reports closing of a
  * remote unidirectional stream (upstream #662). The receiver FINs its side of
  * each remote stream with no data, so both halves close and credit returns. */
-#include "transport/quic.h"
-
 #include <errno.h>
-#include <ngtcp2/ngtcp2.h>
-#include <ngtcp2/ngtcp2_crypto.h>
-#include <ngtcp2/ngtcp2_crypto_gnutls.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport/pki.h"
-
-#define NX_SCID_LEN 16
-#define NX_APP_GOODBYE 0x6e78u /* application close code of a graceful departure */
-#define NX_APP_GAVE_UP 0x6e79u /* we declared the receiver dead (reason says why) */
-#define NX_BURST 64
-#define NX_FIN_BATCH 32            /* FIN-only packets wait for this many... */
-#define NX_FIN_DELAY_NS 2000000ull /* ...or this long */
-#define NX_MAX_PENDING_HANDSHAKES 64
-#define NX_ACK_SLACK_NS 50000ull             /* idle connections: timer slack (see service) */
-#define NX_STREAM_CREDIT_BATCH 16            /* stream credit returns in batches... */
-#define NX_STREAM_CREDIT_DELAY_NS 1000000ull /* ...or after this long */
-#define NX_ALPN "nexar/1"
-#define NX_PRIO                                                                                    \
-  "NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-128-GCM:+AES-256-GCM:+CHACHA20-POLY1305:"        \
-  "%DISABLE_TLS13_COMPAT_MODE"
-
-struct nx_cident {
-  uint8_t cid[NGTCP2_MAX_CIDLEN];
-  size_t len;
-  nx_qconn *qc;
-};
-
-struct nx_qconn {
-  nx_qconn *next;
-  nx_ep *ep;
-  nx_peer *peer; /* NULL until the peer's certificate named its rank */
-  ngtcp2_conn *conn;
-  gnutls_session_t tls;
-  ngtcp2_crypto_conn_ref ref;
-  struct sockaddr_storage remote;
-  socklen_t remotelen;
-  int is_server;
-  uint32_t expect_rank;
-  int dead;
-  int64_t *fins; /* remote streams whose local half still needs a FIN */
-  size_t nfins, capfins;
-  uint64_t fins_since; /* when the oldest pending FIN was queued */
-  nx_txmsg **resets;
-  size_t nresets, capresets;
-  nx_txmsg *act_head, *act_tail; /* opened messages with bytes to send */
-  char proto_err[160];           /* why we refused the peer's bytes */
-  unsigned rx_since_write;       /* packets received since we last wrote */
-  size_t rx_bytes_since_write;   /* and their bytes: bulk traffic is ACKed at once */
-  int force_write;               /* credit was returned: tell the peer now */
-  uint64_t closed_streams;       /* remote streams closed, credit not yet returned */
-  uint64_t closed_since;         /* when the oldest of them closed */
-  uint64_t last_recovery_ts;     /* loss accounting (nexar_peer_stats.packets_lost) */
-  size_t last_pto;
-  uint8_t *txbuf;
-};
-
-/* ------------------------------------------------------------ CID table */
-
-static void cid_add(nx_ep *ep, const uint8_t *cid, size_t len, nx_qconn *qc) {
-  for (size_t i = 0; i < ep->ncids_cap; i++) {
-    if (!ep->cids[i].qc) {
-      memcpy(ep->cids[i].cid, cid, len);
-      ep->cids[i].len = len;
-      ep->cids[i].qc = qc;
-      return;
-    }
-  }
-  size_t cap = ep->ncids_cap ? ep->ncids_cap * 2 : 64;
-  struct nx_cident *n = realloc(ep->cids, cap * sizeof *n);
-  if (!n) return; /* the connection then cannot receive: it times out and is reported */
-  memset(n + ep->ncids_cap, 0, (cap - ep->ncids_cap) * sizeof *n);
-  ep->cids = n;
-  ep->ncids_cap = cap;
-  cid_add(ep, cid, len, qc);
-}
-
-static void cid_del(nx_ep *ep, const uint8_t *cid, size_t len) {
-  for (size_t i = 0; i < ep->ncids_cap; i++)
-    if (ep->cids[i].qc && ep->cids[i].len == len && !memcmp(ep->cids[i].cid, cid, len))
-      ep->cids[i].qc = NULL;
-}
-
-static nx_qconn *cid_find(nx_ep *ep, const uint8_t *cid, size_t len) {
-  for (size_t i = 0; i < ep->ncids_cap; i++)
-    if (ep->cids[i].qc && ep->cids[i].len == len && !memcmp(ep->cids[i].cid, cid, len))
-      return ep->cids[i].qc;
-  return NULL;
-}
-
-/* ------------------------------------------------------------ callbacks */
-
-static void cb_rand(uint8_t *dest, size_t len, const ngtcp2_rand_ctx *ctx) {
-  (void)ctx;
-  nx_random(dest, len);
-}
-
-static int cb_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t cidlen, void *ud) {
-  nx_qconn *qc = ud;
-  if (nx_random(cid->data, cidlen) || nx_random(token, NGTCP2_STATELESS_RESET_TOKENLEN))
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  cid->datalen = cidlen;
-  cid_add(qc->ep, cid->data, cidlen, qc);
-  return 0;
-}
-
-static int cb_remove_cid(ngtcp2_conn *conn, const ngtcp2_cid *cid, void *ud) {
-  nx_qconn *qc = ud;
-  cid_del(qc->ep, cid->data, cid->datalen);
-  return 0;
-}
-
-static int push_id(int64_t **arr, size_t *n, size_t *cap, int64_t sid) {
-  if (*n == *cap) {
-    size_t nc = *cap ? *cap * 2 : 16;
-    int64_t *a = realloc(*arr, nc * sizeof *a);
-    if (!a) return -1;
-    *arr = a, *cap = nc;
-  }
-  (*arr)[(*n)++] = sid;
-  return 0;
-}
-
-static int is_local_stream(const nx_qconn *qc, int64_t sid) {
-  return ((sid & 1) != 0) == (qc->is_server != 0);
-}
-
-static int cb_stream_open(ngtcp2_conn *conn, int64_t sid, void *ud) {
-  nx_qconn *qc = ud;
-  if (!qc->peer || (sid & 2)) return NGTCP2_ERR_CALLBACK_FAILURE; /* uni streams: unused */
-  nx_rxstream *rs = NULL;
-  nx_rx_stream_open(qc->ep, qc->peer, sid, &rs);
-  if (!rs) return NGTCP2_ERR_CALLBACK_FAILURE;
-  ngtcp2_conn_set_stream_user_data(conn, sid, rs);
-  if (qc->nfins == 0) qc->fins_since = nx_now_ns();
-  if (push_id(&qc->fins, &qc->nfins, &qc->capfins, sid)) return NGTCP2_ERR_CALLBACK_FAILURE;
-  return 0;
-}
-
-static int cb_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t offset,
-                               const uint8_t *data, size_t len, void *ud, void *sud) {
-  nx_qconn *qc = ud;
-  int fin = (flags & NGTCP2_STREAM_DATA_FLAG_FIN) != 0;
-  ngtcp2_conn_extend_max_offset(conn, len); /* stream windows bound memory, not this */
-  if (is_local_stream(qc, sid)) {
-    /* the reverse half of our own message stream carries nothing */
-    return len ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
-  }
-  nx_rxstream *rs = sud;
-  if (!rs) return 0; /* stream already finished (its data was discarded) */
-  uint64_t credit = 0;
-  int rc = nx_rx_stream_data(qc->ep, rs, data, len, fin, &credit);
-  if (rc) {
-    snprintf(qc->proto_err, sizeof qc->proto_err, "%s", nexar_last_error());
-    NX_WARN("closing the connection to rank %u: stream %lld: %s", qc->peer ? qc->peer->rank : 0,
-            (long long)sid, qc->proto_err);
-    return NGTCP2_ERR_CALLBACK_FAILURE;
-  }
-  if (credit) ngtcp2_conn_extend_max_stream_offset(conn, sid, credit);
-  return 0;
-}
-
-static int cb_acked(ngtcp2_conn *conn, int64_t sid, uint64_t offset, uint64_t len, void *ud,
-                    void *sud) {
-  nx_txmsg *m = sud;
-  if (!m || !is_local_stream(ud, sid)) return 0;
-  nx_tx_acked(((nx_qconn *)ud)->ep, m, offset, len);
-  if (m->acked >= m->total) {
-    ngtcp2_conn_set_stream_user_data(conn, sid, NULL);
-    nx_tx_free(m);
-  }
-  return 0;
-}
-
-static int cb_stream_close(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint64_t app_error,
-                           void *ud, void *sud) {
-  nx_qconn *qc = ud;
-  if (is_local_stream(qc, sid)) {
-    nx_txmsg *m = sud;
-    if (m) { /* reset or closed before the final ack: nothing will touch it again */
-      m->acked = m->total;
-      nx_tx_acked(qc->ep, m, 0, 0);
-      nx_tx_free(m);
-    }
-    return 0;
-  }
-  if (sud) nx_rx_stream_close(qc->ep, sud);
-  /* Stream credit goes back in batches: one MAX_STREAMS frame per closed
-   * stream would add a packet to every small message. */
-  if (qc->closed_streams++ == 0) qc->closed_since = nx_now_ns();
-  if (qc->closed_streams >= NX_STREAM_CREDIT_BATCH) {
-    ngtcp2_conn_extend_max_streams_bidi(conn, qc->closed_streams);
-    qc->closed_streams = 0;
-    qc->force_write = 1; /* the peer may be waiting for stream credit */
-  }
-  return 0;
-}
-
-static int cb_reset(ngtcp2_conn *conn, int64_t sid, uint64_t final_size, uint64_t app_error,
-                    void *ud, void *sud) {
-  return 0; /* the close callback follows and handles it */
-}
-
-static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref) {
-  return ((nx_qconn *)ref->user_data)->conn;
-}
-
-/* GnuTLS verify hook: the certificate must chain to the cluster CA and name
- * the rank this connection must come from. */
-static int verify_peer(gnutls_session_t s) {
-  ngtcp2_crypto_conn_ref *ref = gnutls_session_get_ptr(s);
-  nx_qconn *qc = ref->user_data;
-  nx_ep *ep = qc->ep;
-  uint32_t rank;
-  if (nx_tls_peer_rank(s, ep->cluster_id, &rank) != 0) {
-    snprintf(ep->auth_why, sizeof ep->auth_why, "refused a certificate: %s", nexar_last_error());
-    NX_WARN("mesh handshake: %s", ep->auth_why);
-    return -1;
-  }
-  if (!qc->is_server) {
-    if (rank != qc->expect_rank) {
-      snprintf(ep->auth_why, sizeof ep->auth_why,
-               "expected rank %u at %s, its certificate names rank %u", qc->expect_rank,
-               ep->peers[qc->expect_rank].addrstr, rank);
-      NX_WARN("mesh handshake: %s", ep->auth_why);
-      return -1;
-    }
-    return 0;
-  }
-  /* Lower ranks dial higher ones, so a client must have a lower rank. */
-  if (rank >= ep->rank || rank >= ep->world) {
-    snprintf(ep->auth_why, sizeof ep->auth_why,
-             "a client presents rank %u's certificate, but only lower ranks dial rank %u", rank,
-             ep->rank);
-    NX_WARN("mesh handshake: %s", ep->auth_why);
-    return -1;
-  }
-  nx_peer *p = &ep->peers[rank];
-  if (p->qc && p->qc != qc && p->state == NX_PEER_UP) {
-    NX_WARN("mesh handshake: rank %u is already connected; refusing a second connection", rank);
-    return -1;
-  }
-  if (p->qc && p->qc != qc) p->qc = NULL; /* a reconnect replaces a stale half-open one */
-  qc->peer = p;
-  p->qc = qc;
-  p->rx_next_sid = 0; /* the client's bidi streams: 0, 4, 8, ... */
-  return 0;
-}
-
-static int cb_handshake_completed(ngtcp2_conn *conn, void *ud) {
-  nx_qconn *qc = ud;
-  if (!qc->peer) return NGTCP2_ERR_CALLBACK_FAILURE;
-  nx_peer *p = qc->peer;
-  p->state = NX_PEER_UP;
-  p->last_heard_ns = nx_now_ns();
-  NX_DEBUG("connected to rank %u at %s", p->rank, p->addrstr);
-  nx_rndv_hello_locked(qc->ep, p);
-  pthread_cond_broadcast(&qc->ep->cv);
-  return 0;
-}
-
-static void fill_callbacks(ngtcp2_callbacks *cb, int server) {
-  memset(cb, 0, sizeof *cb);
-  if (server) {
-    cb->recv_client_initial = ngtcp2_crypto_recv_client_initial_cb;
-  } else {
-    cb->client_initial = ngtcp2_crypto_client_initial_cb;
-    cb->recv_retry = ngtcp2_crypto_recv_retry_cb;
-  }
-  cb->recv_crypto_data = ngtcp2_crypto_recv_crypto_data_cb;
-  cb->encrypt = ngtcp2_crypto_encrypt_cb;
-  cb->decrypt = ngtcp2_crypto_decrypt_cb;
-  cb->hp_mask = ngtcp2_crypto_hp_mask_cb;
-  cb->update_key = ngtcp2_crypto_update_key_cb;
-  cb->delete_crypto_aead_ctx = ngtcp2_crypto_delete_crypto_aead_ctx_cb;
-  cb->delete_crypto_cipher_ctx = ngtcp2_crypto_delete_crypto_cipher_ctx_cb;
-  cb->get_path_challenge_data = ngtcp2_crypto_get_path_challenge_data_cb;
-  cb->version_negotiation = ngtcp2_crypto_version_negotiation_cb;
-  cb->rand = cb_rand;
-  cb->get_new_connection_id = cb_new_cid;
-  cb->remove_connection_id = cb_remove_cid;
-  cb->recv_stream_data = cb_recv_stream_data;
-  cb->acked_stream_data_offset = cb_acked;
-  cb->stream_open = cb_stream_open;
-  cb->stream_close = cb_stream_close;
-  cb->stream_reset = cb_reset;
-  cb->handshake_completed = cb_handshake_completed;
-}
-
-static void fill_settings(nx_qconn *qc, ngtcp2_settings *st, ngtcp2_transport_params *tp) {
-  ngtcp2_settings_default(st);
-  ngtcp2_transport_params_default(tp);
-  st->initial_ts = nx_now_ns();
-  st->cc_algo = qc->ep->cc_algo;
-  /* Large datagrams on paths that carry them (loopback: ~64 KiB). 0.12 needs
-   * shaping off, else it sends 1200-byte packets whatever the path allows. */
-  size_t payload = nx_udp_path_payload((struct sockaddr *)&qc->remote, qc->remotelen);
-  st->max_tx_udp_payload_size = payload;
-  st->no_tx_udp_payload_size_shaping = 1;
-  st->max_window = 64u << 20;
-  st->max_stream_window = 32u << 20;
-  st->initial_rtt = 1 * NGTCP2_MILLISECONDS;
-  /* A client waits for its peer as long as formation may take; a server
-   * gives an unauthenticated handshake 10 s, so half-open ones do not pile up */
-  uint64_t hs_ms = qc->ep->cfg.connect_timeout_ms ? qc->ep->cfg.connect_timeout_ms : 3600000u;
-  if (qc->is_server && hs_ms > 10000) hs_ms = 10000;
-  st->handshake_timeout = NX_MAX(hs_ms, 1000u) * NGTCP2_MILLISECONDS;
-  tp->initial_max_data = 64u << 20;
-  tp->initial_max_stream_data_bidi_local = NX_STREAM_WINDOW;
-  tp->initial_max_stream_data_bidi_remote = NX_STREAM_WINDOW;
-  tp->initial_max_stream_data_uni = 0;
-  tp->initial_max_streams_bidi = NX_MAX_STREAMS;
-  tp->initial_max_streams_uni = 0;
-  /* Liveness is judged by our heartbeats; idle close is only a backstop. */
-  tp->max_idle_timeout = (qc->ep->hb_timeout_ns * 3 / 1000000 + 1000) * NGTCP2_MILLISECONDS;
-  tp->max_udp_payload_size = 65527;
-  tp->active_connection_id_limit = 4;
-}
-
-static int tls_new(nx_qconn *qc) {
-  unsigned flags = (qc->is_server ? GNUTLS_SERVER : GNUTLS_CLIENT) | GNUTLS_NO_END_OF_EARLY_DATA;
-  if (gnutls_init(&qc->tls, flags) < 0) return -1;
-  if (gnutls_priority_set_direct(qc->tls, NX_PRIO, NULL) < 0) return -1;
-  int rc = qc->is_server ? ngtcp2_crypto_gnutls_configure_server_session(qc->tls)
-                         : ngtcp2_crypto_gnutls_configure_client_session(qc->tls);
-  if (rc) return -1;
-  if (gnutls_credentials_set(qc->tls, GNUTLS_CRD_CERTIFICATE, qc->ep->creds) < 0) return -1;
-  if (qc->is_server)
-    gnutls_certificate_server_set_request(qc->tls, GNUTLS_CERT_REQUIRE);
-  else
-    gnutls_server_name_set(qc->tls, GNUTLS_NAME_DNS, "nexar", 5);
-  gnutls_session_set_verify_function(qc->tls, verify_peer);
-  gnutls_datum_t alpn = {(unsigned char *)NX_ALPN, sizeof NX_ALPN - 1};
-  gnutls_alpn_set_protocols(qc->tls, &alpn, 1, GNUTLS_ALPN_MANDATORY);
-  qc->ref.get_conn = get_conn;
-  qc->ref.user_data = qc;
-  gnutls_session_set_ptr(qc->tls, &qc->ref);
-  return 0;
-}
-
-static ngtcp2_path make_path(nx_qconn *qc) {
-  ngtcp2_path p;
-  p.local.addr = (ngtcp2_sockaddr *)&qc->ep->udp.local;
-  p.local.addrlen = qc->ep->udp.locallen;
-  p.remote.addr = (ngtcp2_sockaddr *)&qc->remote;
-  p.remote.addrlen = qc->remotelen;
-  p.user_data = NULL;
-  return p;
-}
-
-static nx_qconn *qconn_alloc(nx_ep *ep, const struct sockaddr *remote, socklen_t len, int server) {
-  nx_qconn *qc = nx_calloc(1, sizeof *qc);
-  if (!qc) return NULL;
-  qc->ep = ep; /* the 4 MiB send buffer comes with the first write */
-  qc->is_server = server;
-  memcpy(&qc->remote, remote, len);
-  qc->remotelen = len;
-  return qc;
-}
-
-/* Congestion controller: BBRv2 by default (measured: 1.1-1.3 GB/s for 64 MiB
- * messages on loopback against 0.9 with cubic, as the prototype notes saw);
- * NEXAR_QUIC_CC=reno|cubic|bbr|bbr2 overrides it. */
-int nx_quic_cc_by_name(const char *v, int *out) {
-  *out = NGTCP2_CC_ALGO_BBR2;
-  if (!v || !*v) return 0;
-  static const struct {
-    const char *name;
-    int algo;
-  } t[] = {{"reno", NGTCP2_CC_ALGO_RENO},
-           {"cubic", NGTCP2_CC_ALGO_CUBIC},
-           {"bbr", NGTCP2_CC_ALGO_BBR},
-           {"bbr2", NGTCP2_CC_ALGO_BBR2}};
-  for (size_t i = 0; i < sizeof t / sizeof *t; i++)
-    if (!strcmp(v, t[i].name)) return *out = t[i].algo, 0;
-  return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "NEXAR_QUIC_CC='%s': expected reno|cubic|bbr|bbr2", v);
-}
-
-void nx_qconn_free(nx_ep *ep, nx_qconn *qc) {
-  for (nx_qconn **pp = &ep->conns; *pp; pp = &(*pp)->next)
-    if (*pp == qc) {
-      *pp = qc->next;
-      break;
-    }
-  for (size_t i = 0; i < ep->ncids_cap; i++)
-    if (ep->cids[i].qc == qc) ep->cids[i].qc = NULL;
-  if (qc->peer && qc->peer->qc == qc) qc->peer->qc = NULL;
-  /* Stream user data (messages) is released by the engine, which owns it. */
-  if (qc->conn) ngtcp2_conn_del(qc->conn);
-  if (qc->tls) gnutls_deinit(qc->tls);
-  free(qc->fins);
-  free(qc->resets);
-  free(qc->txbuf);
-  free(qc);
-}
-
-int nx_qconn_client_new(nx_ep *ep, nx_peer *p) {
-  nx_qconn *qc = qconn_alloc(ep, (struct sockaddr *)&p->addr, p->addrlen, 0);
-  if (!qc) return NEXAR_ERR_NOMEM;
-  qc->expect_rank = p->rank;
-  qc->peer = p;
-  ngtcp2_cid dcid, scid;
-  dcid.datalen = 18;
-  scid.datalen = NX_SCID_LEN;
-  nx_random(dcid.data, dcid.datalen);
-  nx_random(scid.data, scid.datalen);
-  ngtcp2_callbacks cb;
-  ngtcp2_settings st;
-  ngtcp2_transport_params tp;
-  fill_callbacks(&cb, 0);
-  fill_settings(qc, &st, &tp);
-  ngtcp2_path path = make_path(qc);
-  int rv = ngtcp2_conn_client_new(&qc->conn, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cb, &st,
-                                  &tp, NULL, qc);
-  if (rv || tls_new(qc)) {
-    nx_qconn_free(ep, qc);
-    return nx_fail(NEXAR_ERR_TLS, "connect to rank %u: cannot create QUIC connection: %s", p->rank,
-                   rv ? ngtcp2_strerror(rv) : "TLS session setup failed");
-  }
-  ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
-  qc->next = ep->conns;
-  ep->conns = qc;
-  cid_add(ep, scid.data, scid.datalen, qc);
-  p->qc = qc;
-  p->state = NX_PEER_CONNECTING;
-  p->rx_next_sid = 1; /* the server's bidi streams: 1, 5, 9, ... */
-  return 0;
-}
-
-static nx_qconn *accept_conn(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen,
-                             const uint8_t *pkt, size_t len) {
-  ngtcp2_pkt_hd hd;
-  if (ngtcp2_accept(&hd, pkt, len) != 0) return NULL;
-  if (!ep->creds) return NULL; /* not started: the client retransmits */
-  /* bound the handshakes in progress, so Initial floods cost little */
-  int pending = 0;
-  for (nx_qconn *x = ep->conns; x; x = x->next)
-    pending += x->peer == NULL;
-  if (pending >= NX_MAX_PENDING_HANDSHAKES) return NULL;
-  nx_qconn *qc = qconn_alloc(ep, from, fromlen, 1);
-  if (!qc) return NULL;
-  ngtcp2_cid scid;
-  scid.datalen = NX_SCID_LEN;
-  nx_random(scid.data, scid.datalen);
-  ngtcp2_callbacks cb;
-  ngtcp2_settings st;
-  ngtcp2_transport_params tp;
-  fill_callbacks(&cb, 1);
-  fill_settings(qc, &st, &tp);
-  tp.original_dcid = hd.dcid;
-  tp.stateless_reset_token_present = 1;
-  nx_random(tp.stateless_reset_token, sizeof tp.stateless_reset_token);
-  st.token = hd.token;
-  ngtcp2_path path = make_path(qc);
-  int rv = ngtcp2_conn_server_new(&qc->conn, &hd.scid, &scid, &path, hd.version, &cb, &st, &tp,
-                                  NULL, qc);
-  if (rv || tls_new(qc)) {
-    nx_qconn_free(ep, qc);
-    return NULL;
-  }
-  ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
-  qc->next = ep->conns;
-  ep->conns = qc;
-  cid_add(ep, hd.dcid.data, hd.dcid.datalen, qc);
-  cid_add(ep, scid.data, scid.datalen, qc);
-  return qc;
-}
+#include "transport/quic_int.h"
 
 static void conn_failed(nx_ep *ep, nx_qconn *qc, int code, const char *why) {
   qc->dead = 1;
@@ -497,9 +31,12 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
                          size_t len) {
   ngtcp2_version_cid vc;
   nx_qconn *qc = NULL;
+  int answered = 0;     /* a Retry went back: not garbage */
+  if (len == 0) return; /* ngtcp2 0.12 asserts on an empty datagram */
   if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, NX_SCID_LEN) != 0 ||
-      (!(qc = cid_find(ep, vc.dcid, vc.dcidlen)) &&
-       !(qc = accept_conn(ep, from, fromlen, pkt, len)))) {
+      (!(qc = nx_qc_cid_find(ep, vc.dcid, vc.dcidlen)) &&
+       !(qc = nx_qc_accept(ep, from, fromlen, pkt, len, &answered)))) {
+    if (answered) return;
     /* not QUIC, or not for a connection of ours: dropped, and reported (at
      * most once a second, so a flood cannot flood the log too) */
     ep->dropped_datagrams++;
@@ -513,7 +50,7 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
     return;
   }
   if (qc->dead) return;
-  ngtcp2_path path = make_path(qc);
+  ngtcp2_path path = nx_qc_make_path(qc);
   path.remote.addr = (ngtcp2_sockaddr *)from;
   path.remote.addrlen = fromlen;
   ngtcp2_pkt_info pi = {0};
@@ -540,6 +77,9 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
       }
       snprintf(why, sizeof why, "it closed the connection%s%.*s", n ? ": " : "", n,
                ce.reason ? (const char *)ce.reason : "");
+    } else if (rv == NGTCP2_ERR_CALLBACK_FAILURE && qc->err_code) {
+      code = qc->err_code; /* a local failure (out of memory): closed with the reason */
+      snprintf(why, sizeof why, "%s", qc->proto_err);
     } else if (rv == NGTCP2_ERR_CALLBACK_FAILURE && qc->proto_err[0]) {
       code = NEXAR_ERR_PROTOCOL; /* it sent bytes we refused: closed with a reason */
       snprintf(why, sizeof why, "protocol violation: %s", qc->proto_err);
@@ -551,7 +91,7 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
       snprintf(why, sizeof why, "QUIC error: %s", ngtcp2_strerror(rv));
     }
     if (!qc->peer || qc->peer->qc != qc) { /* never authenticated: drop quietly */
-      NX_WARN("dropping unauthenticated connection: %s", why);
+      nx_qc_refused(ep, why, from);
       nx_qconn_free(ep, qc);
       return;
     }
@@ -617,28 +157,39 @@ static void act_remove(nx_qconn *qc, nx_txmsg *m) {
   }
 }
 
-/* Opens streams for queued messages, in order: stream ids give the receiver
- * the send order (non-overtaking per source and tag). */
-static void open_streams(nx_qconn *qc) {
-  nx_peer *p = qc->peer;
-  while (p->txq_head) {
-    nx_txmsg *m = p->txq_head;
+/* Opens streams for the messages of one queue, in order: stream ids give the
+ * receiver the send order (non-overtaking per source and tag). User messages
+ * leave NX_CONN_RESERVE bytes of connection credit and NX_STREAM_RESERVE
+ * streams to runtime messages, which thus pass a receiver that holds user
+ * data over its budget. */
+static void open_queue(nx_qconn *qc, nx_txmsg **head, nx_txmsg **tail, int user) {
+  while (*head) {
+    nx_txmsg *m = *head;
     if (m->cancel) {
-      p->txq_head = m->next;
-      if (!p->txq_head) p->txq_tail = NULL;
+      *head = m->next;
+      if (!*head) *tail = NULL;
       m->acked = m->total;
       nx_tx_acked(qc->ep, m, 0, 0);
       nx_tx_free(m);
       continue;
     }
+    if (user && (ngtcp2_conn_get_max_data_left(qc->conn) < NX_CONN_RESERVE ||
+                 ngtcp2_conn_get_streams_bidi_left(qc->conn) <= NX_STREAM_RESERVE))
+      break;
     int64_t sid;
     int rv = ngtcp2_conn_open_bidi_stream(qc->conn, &sid, m);
     if (rv) break; /* NGTCP2_ERR_STREAM_ID_BLOCKED: the peer grants more as streams close */
-    p->txq_head = m->next;
-    if (!p->txq_head) p->txq_tail = NULL;
+    *head = m->next;
+    if (!*head) *tail = NULL;
     m->sid = sid;
     act_push(qc, m);
   }
+}
+
+static void open_streams(nx_qconn *qc) {
+  nx_peer *p = qc->peer;
+  open_queue(qc, &p->txq_head, &p->txq_tail, 0);
+  open_queue(qc, &p->utxq_head, &p->utxq_tail, 1);
 }
 
 static size_t build_vecs(nx_txmsg *m, ngtcp2_vec *v, size_t max) {
@@ -663,6 +214,21 @@ static size_t build_vecs(nx_txmsg *m, ngtcp2_vec *v, size_t max) {
     n++;
   }
   return n;
+}
+
+/* User point-to-point data, which a receiver may hold over its budget
+ * (rendezvous descriptors are not held). */
+static int is_user_data(const nx_txmsg *m) {
+  return m->hdr[3] == NX_KIND_P2P && !(m->hdr[4] & NX_FLAG_RNDV);
+}
+
+/* The lowest stream id among user messages with bytes to send (m was just
+ * popped off the list). Only when the connection is below its reserve. */
+static int64_t oldest_user(const nx_qconn *qc, const nx_txmsg *m) {
+  int64_t best = m->sid;
+  for (const nx_txmsg *x = qc->act_head; x; x = x->next)
+    if (is_user_data(x) && x->sid < best) best = x->sid;
+  return best;
 }
 
 static void flush(nx_qconn *qc, size_t *lens, size_t *npk, size_t *off) {
@@ -702,6 +268,7 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
   if (nfins && !qc->act_head && nfins < NX_FIN_BATCH && now < qc->fins_since + NX_FIN_DELAY_NS)
     nfins = 0;
   size_t fin_i = 0;
+  int64_t oldest = -2; /* the oldest user message's stream, once needed */
   ngtcp2_path_storage ps;
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_pkt_info pi;
@@ -716,8 +283,28 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
       sid = qc->fins[fin_i];
       flags = NGTCP2_WRITE_STREAM_FLAG_MORE | NGTCP2_WRITE_STREAM_FLAG_FIN;
     } else if ((m = act_pop(qc)) != NULL) {
+      /* below the reserve a user message sends at most its header, so the
+       * receiver can order the streams after it */
+      int hdr_only = 0;
+      if (is_user_data(m)) {
+        uint64_t left = ngtcp2_conn_get_max_data_left(qc->conn);
+        if (left < NX_CONN_RESERVE) {
+          if (oldest < -1) oldest = oldest_user(qc, m);
+          hdr_only = !(m->sid == oldest && left > NX_CONN_RESERVE / 2);
+        }
+      }
+      if (hdr_only && m->sent >= NX_FRAME_HDR_LEN) {
+        /* leave the rest of the window to runtime traffic (see NX_CONN_RESERVE) */
+        m->next = NULL;
+        if (blocked_tail)
+          blocked_tail->next = m;
+        else
+          blocked = m;
+        blocked_tail = m;
+        continue;
+      }
       sid = m->sid;
-      nvec = build_vecs(m, vec, 16);
+      nvec = build_vecs(m, vec, hdr_only ? 1 : 16);
       flags = NGTCP2_WRITE_STREAM_FLAG_MORE;
       uint64_t left = m->total - m->sent, inv = 0;
       for (size_t i = 0; i < nvec; i++)
@@ -829,8 +416,8 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
     }
     int up = qc->peer && qc->peer->qc == qc && qc->peer->state == NX_PEER_UP;
     int work =
-        qc->act_head || (qc->peer && qc->peer->txq_head) || qc->nresets || qc->force_write ||
-        qc->rx_since_write >= 2 || qc->rx_bytes_since_write >= 4096 ||
+        qc->act_head || (qc->peer && (qc->peer->txq_head || qc->peer->utxq_head)) || qc->nresets ||
+        qc->force_write || qc->rx_since_write >= 2 || qc->rx_bytes_since_write >= 4096 ||
         (qc->nfins && (qc->nfins >= NX_FIN_BATCH || qc->fins_since + NX_FIN_DELAY_NS <= now));
     uint64_t slack = (!up || work) ? 0 : NX_ACK_SLACK_NS;
     uint64_t exp = ngtcp2_conn_get_expiry(qc->conn);
@@ -851,7 +438,15 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
       qc->rx_since_write = 0;
       qc->rx_bytes_since_write = 0;
       qc->force_write = 0;
-      if (rv) conn_failed(ep, qc, NEXAR_ERR_PEER_LOST, ngtcp2_strerror(rv));
+      if (rv && qc->err_code) {
+        ngtcp2_connection_close_error ce;
+        ngtcp2_connection_close_error_set_transport_error_liberr(
+            &ce, NGTCP2_ERR_CALLBACK_FAILURE, (uint8_t *)qc->proto_err, strlen(qc->proto_err));
+        write_close(ep, qc, &ce);
+        conn_failed(ep, qc, qc->err_code, qc->proto_err);
+      } else if (rv) {
+        conn_failed(ep, qc, NEXAR_ERR_PEER_LOST, ngtcp2_strerror(rv));
+      }
     }
     exp = ngtcp2_conn_get_expiry(qc->conn);
     if (exp != UINT64_MAX) exp += slack;
@@ -866,7 +461,10 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
 
 void nx_qconn_extend(nx_qconn *qc, int64_t sid, uint64_t n, uint64_t boost) {
   if (!qc || qc->dead) return;
-  ngtcp2_conn_extend_max_stream_offset(qc->conn, sid, n + boost);
+  if (sid < 0)
+    ngtcp2_conn_extend_max_offset(qc->conn, n);
+  else
+    ngtcp2_conn_extend_max_stream_offset(qc->conn, sid, n + boost);
   qc->force_write = 1; /* a sender may be waiting for this credit */
 }
 

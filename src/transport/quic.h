@@ -1,5 +1,5 @@
-/* The only module that calls ngtcp2: QUIC connections of one endpoint.
- * Progress thread only. A move to ngtcp2 1.x touches this file alone. */
+/* The only module that calls ngtcp2 (quic.c, quic_conn.c): QUIC connections of one endpoint.
+ * Progress thread only. A move to ngtcp2 1.x touches this module alone. */
 #ifndef NX_TRANSPORT_QUIC_H
 #define NX_TRANSPORT_QUIC_H
 

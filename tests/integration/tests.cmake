@@ -157,3 +157,28 @@ add_test(NAME integration.seed_kill
                  $<TARGET_FILE:nexar-seed> $<TARGET_FILE:mesh_worker> 15 4242)
 set_tests_properties(integration.seed_kill PROPERTIES TIMEOUT 240 LABELS "integration")
 # END seed-hardening
+# BEGIN flood
+# The unexpected-data budget at 64 KiB messages (under the stream window):
+# rank 0's peak RSS stays within the budget + 32 MiB while rank 1 floods it,
+# allreduces still complete while the budget is full, and all messages arrive
+# in order afterwards. Same host (past the eager queue, sends wait for their
+# reader) and as separate hosts (QUIC flow control holds the sender).
+add_test(NAME integration.flood
+         COMMAND bash -c "$<TARGET_FILE:nexar-run> -n 3 --timeout 150 -- $<TARGET_FILE:flood_worker>")
+add_test(NAME integration.flood_remote
+         COMMAND bash -c "$<TARGET_FILE:nexar-run> -n 3 --timeout 150 -- $<TARGET_FILE:flood_worker>")
+set_tests_properties(integration.flood integration.flood_remote PROPERTIES TIMEOUT 180
+  LABELS "integration"
+  ENVIRONMENT "NEXAR_UNEXPECTED_BUDGET_BYTES=67108864;NEXAR_COLLECTIVE_TIMEOUT_MS=60000")
+set_tests_properties(integration.flood_remote PROPERTIES ENVIRONMENT
+  "NEXAR_UNEXPECTED_BUDGET_BYTES=67108864;NEXAR_COLLECTIVE_TIMEOUT_MS=60000;NEXAR_BULK_TCP_LOCAL=1")
+# END flood
+# BEGIN admission
+# Floods of valid QUIC Initials from a non-member (127.0.0.1): the world keeps
+# >= 90% of its unattacked rate and forms in its normal time.
+add_test(NAME integration.admission
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/hs_attack_test.sh
+                 $<TARGET_FILE:nexar-run> $<TARGET_FILE:hs_worker> $<TARGET_FILE:initial_flood>)
+set_tests_properties(integration.admission PROPERTIES TIMEOUT 240 LABELS "integration"
+                     RUN_SERIAL TRUE)
+# END admission
