@@ -408,7 +408,10 @@ int nx_qconn_client_new(nx_ep *ep, nx_peer *p) {
   return 0;
 }
 
-/* Same IP address and port (IPv4, IPv6, IPv4-mapped IPv6). */
+/* 1: same IP address and port (IPv4, IPv6, IPv4-mapped IPv6); 2: same port,
+ * the other family (a dual-stack member of a mixed IPv4/IPv6 world reaches
+ * the other family from its port but not from the address it advertised);
+ * else 0. */
 static int same_addr(const struct sockaddr *a, const struct sockaddr *b) {
   const uint8_t *ia, *ib;
   size_t la, lb;
@@ -431,11 +434,14 @@ static int same_addr(const struct sockaddr *a, const struct sockaddr *b) {
     }
   }
   ia = ip[0], ib = ip[1], la = len[0], lb = len[1], pa = port[0], pb = port[1];
-  return pa == pb && la == lb && !memcmp(ia, ib, la);
+  if (pa != pb) return 0;
+  if (la != lb) return 2;
+  return !memcmp(ia, ib, la);
 }
 
 /* A handshake may come only from a member's advertised UDP socket (members
- * dial from the socket they listen on). */
+ * dial from the socket they listen on), or from its port in the other family
+ * (mixed worlds; the Retry token and the certificate still decide). */
 static int member_addr(nx_ep *ep, const struct sockaddr *from) {
   for (uint32_t r = 0; ep->peers && r < ep->world; r++)
     if (r != ep->rank && ep->peers[r].addrlen &&
