@@ -521,7 +521,7 @@ nx_qconn *nx_qc_accept(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen
     if (x->peer && x->peer->state == NX_PEER_UP) continue;
     if (!x->is_server) continue;
     pending++;
-    mine += same_addr((const struct sockaddr *)&x->remote, from);
+    mine += same_addr((const struct sockaddr *)&x->remote, from) == 1;
   }
   /* (every lower rank may dial at once during formation) */
   if (pending >= (int)NX_MAX(NX_MAX_PENDING_HANDSHAKES, ep->world) ||
