@@ -495,6 +495,7 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
     else
       ep->rx_all = rs->all_next;
     if (rs->all_next) rs->all_next->all_prev = rs->all_prev;
+    nx_rx_stream_uncredit(ep, rs);
     free(rs);
   }
   while (p->rx_pending) {

@@ -370,6 +370,8 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
 /* Frees rs; NEXAR_ERR_NOMEM if the stream order could not record it (the
  * connection must then close: later streams could never be delivered). */
 int nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs);
+/* Takes rs off the credit list (before it is freed). */
+void nx_rx_stream_uncredit(nx_ep *ep, nx_rxstream *rs);
 /* realloc for the receive and connection-id tables; tests set
  * nx_realloc_fail_at = n to make the n-th call from now fail. */
 void *nx_realloc(void *p, size_t n);

@@ -254,17 +254,21 @@ void *nx_realloc(void *p, size_t n) {
   return realloc(p, n);
 }
 
+void nx_rx_stream_uncredit(nx_ep *ep, nx_rxstream *rs) {
+  if (!rs->credit_queued) return;
+  for (nx_rxstream **pp = &ep->credit_list; *pp; pp = &(*pp)->next_credit)
+    if (*pp == rs) {
+      *pp = rs->next_credit;
+      break;
+    }
+  rs->credit_queued = 0;
+}
+
 int nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs) {
   int rc = 0;
   nx_peer *p = rs->peer;
   rs->closed = 1;
-  if (rs->credit_queued) {
-    for (nx_rxstream **pp = &ep->credit_list; *pp; pp = &(*pp)->next_credit)
-      if (*pp == rs) {
-        *pp = rs->next_credit;
-        break;
-      }
-  }
+  nx_rx_stream_uncredit(ep, rs);
   nx_msg *m = rs->msg;
   if (rs->hdrlen < NX_FRAME_HDR_LEN) { /* reset before its header: skip it in the order */
     if (rs->sid == p->rx_next_sid) {
