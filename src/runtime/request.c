@@ -157,6 +157,9 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
        * answer is there (a progress pass now would mostly cost an empty
        * recvmmsg, as on entry) */
       first = 1;
+      /* a step of a schedule went out: poll afresh for its answer, as a
+       * wait for that message alone would */
+      spin_until = nx_now_ns() + nx_ep_spin_ns(ep, &yield);
       if (atomic_load_explicit(&r->done, memory_order_acquire)) break;
       continue;
     }
