@@ -476,7 +476,11 @@ void nx_bulk_on_hello_locked(nx_ep *ep, nx_peer *p, uint16_t port, const uint8_t
   if (!port || ep->bulk_lfd < 0 || ep->bulk_stop || p->bulk || p->rank < ep->rank) return;
   nx_tcp *t = nx_tcp_open(p->addr.ss_family);
   struct sockaddr_storage self;
-  if (t && self_ip(ep, &self) == 0 && self.ss_family == p->addr.ss_family)
+  /* leave from our advertised address (the listener checks it), unless it
+   * is of the other IP family than the peer's (mixed IPv4/IPv6 worlds):
+   * an IPv6 source cannot reach a v4-mapped address */
+  if (t && self_ip(ep, &self) == 0 && self.ss_family == p->addr.ss_family &&
+      nx_tcp_same_family(&self, &p->addr))
     nx_tcp_bind_source(t, &self);
   nx_bulk *b = t ? new_stream_locked(ep, t) : NULL;
   if (!b) {
