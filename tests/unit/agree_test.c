@@ -37,7 +37,7 @@ static int chance(uint32_t permille) {
 
 typedef struct ev {
   uint64_t t, seq;
-  int kind; /* 0 message, 1 suspicion (to suspects from), 2 crash of to */
+  int kind; /* 0 message, 1 suspicion (from suspects to), 2 crash of to, 3 cut, 4 heal */
   uint32_t from, to;
   uint8_t *buf;
   size_t len;
@@ -59,6 +59,8 @@ typedef struct sim {
   uint32_t drop[MAXN][MAXN]; /* permille per link */
   int cut[MAXN][MAXN];
   uint32_t dmin, dmax, dup;
+  uint32_t late;        /* permille of messages held back up to 20 T more */
+  uint32_t slow_commit; /* COMMITs take up to this much longer: decisions race */
   int randomize; /* 0: FIFO, fixed delay dmin */
   /* crash hooks: member crashes after sending the k-th copy of mtype */
   uint8_t hook_type[MAXN];
@@ -104,7 +106,8 @@ static ev heap_pop(sim *s) {
   return top;
 }
 
-static void net_send(sim *s, uint32_t from, uint32_t to, const uint8_t *buf, size_t len) {
+static void net_send(sim *s, uint32_t from, uint32_t to, uint8_t mtype, const uint8_t *buf,
+                     size_t len) {
   s->msgs++;
   if (s->cut[from][to]) return;
   int copies = 1;
@@ -117,6 +120,8 @@ static void net_send(sim *s, uint32_t from, uint32_t to, const uint8_t *buf, siz
     CHECK(b, "oom");
     memcpy(b, buf, len);
     uint64_t d = s->randomize ? s->dmin + rndn(s->dmax - s->dmin + 1) : s->dmin;
+    if (s->randomize && chance(s->late)) d += rndn(20 * T);
+    if (s->randomize && mtype == NX_AM_COMMIT && s->slow_commit) d += rndn(s->slow_commit);
     heap_push(s, (ev){.t = s->now + d, .kind = 0, .from = from, .to = to, .buf = b, .len = len});
   }
 }
@@ -147,7 +152,7 @@ static void drain(sim *s, uint32_t i) {
       uint32_t to = (k + off) % s->n;
       if (to == i || (a.to != NX_AGREE_ALL && a.to != to)) continue;
       if (s->crashed[i]) break;
-      net_send(s, i, to, a.buf, a.len);
+      net_send(s, i, to, a.mtype, a.buf, a.len);
       sent[a.mtype & 7]++;
       if (s->hook_type[i] == a.mtype && sent[a.mtype & 7] == s->hook_k[i]) crash(s, i);
     }
@@ -224,6 +229,8 @@ static void run(sim *s, uint64_t until) {
     ev e = heap_pop(s);
     if (e.kind == 2) {
       crash(s, e.to);
+    } else if (e.kind == 3 || e.kind == 4) {
+      s->cut[e.from][e.to] = e.kind == 3;
     } else if (e.kind == 1) {
       if (!s->crashed[e.from]) {
         s->ever_susp[e.to] = 1;
@@ -309,7 +316,7 @@ static void test_no_failure(void) {
     for (uint32_t i = 0; i < n; i++) {
       CHECK(s.decided[i] && s.outcome[i] == NX_AGREE_COMMITTED, "n=%u member %u", n, i);
       CHECK(s.ddead[i][0] == 0 && s.ddead[i][1] == 0 && s.dflag[i] == and, "value");
-      CHECK(s.dtime[i] <= 4, "n=%u: one round (decided at %llu)", n,
+      CHECK(s.dtime[i] <= 5, "n=%u: one round (decided at %llu)", n,
             (unsigned long long)s.dtime[i]);
     }
     CHECK(s.m[0].rounds == 1 && (n == 1 || s.m[1].rounds == 0), "one ballot");
@@ -493,16 +500,19 @@ static void random_schedule(uint64_t seed) {
   sim_init(&s, n, NX_AGREE_MAJORITY, give_up);
   s.randomize = 1;
   s.dmin = 1;
-  s.dmax = 1 + rndn(T / 3);
+  /* hostile: delays beyond the timeout, heavy loss, temporary cuts, false
+   * suspicions of anyone (the coordinator included): safety only */
+  int hostile = rndn(3) == 0;
+  s.dmax = 1 + rndn(hostile ? 2 * T : T / 3);
   s.dup = rndn(100);
-  uint32_t pdrop = rndn(4) == 0 ? 0 : rndn(150);
+  uint32_t pdrop = rndn(4) == 0 ? 0 : rndn(hostile ? 500 : 150);
   for (uint32_t i = 0; i < n; i++) {
     s.flag[i] = (uint32_t)rnd() | (uint32_t)rnd();
     for (uint32_t j = 0; j < n; j++)
       s.drop[i][j] = chance(300) ? rndn(pdrop + 1) : 0;
   }
   /* crashes: usually a minority, sometimes a majority (safety only) */
-  int majority_case = rndn(5) != 0;
+  int majority_case = !hostile && rndn(5) != 0;
   uint32_t maxc = majority_case ? (n - 1) / 2 : n;
   uint32_t ncrash = rndn(maxc + 1);
   uint32_t nfalse = 0;
@@ -519,10 +529,11 @@ static void random_schedule(uint64_t seed) {
     if (victim[v] == 1) {
       uint32_t how = rndn(4);
       uint64_t at = 0;
+      if (hostile) how = 1 + rndn(3);
       if (how == 0) {
         crash(&s, v); /* before start */
       } else if (how == 1) {
-        at = rndn(8 * T);
+        at = rndn((hostile ? 20 : 8) * T);
         crash_later(&s, v, at);
       } else {
         static const uint8_t types[] = {NX_AM_COLLECT, NX_AM_ACCEPT, NX_AM_COMMIT, NX_AM_PROMISE};
@@ -540,6 +551,40 @@ static void random_schedule(uint64_t seed) {
         who = rndn(n);
       while (who == v || victim[who]);
       suspect_later(&s, who, v, rndn(3 * T));
+    }
+  }
+  if (hostile) {
+    uint32_t nf = rndn(2 * n);
+    for (uint32_t f = 0; f < nf; f++) {
+      uint32_t who = rndn(n), whom = rndn(n);
+      if (who != whom) suspect_later(&s, who, whom, rndn(10 * T));
+    }
+    s.late = rndn(30);
+    if (chance(500)) s.slow_commit = rndn(20 * T);
+    if (chance(500)) {
+      /* a partition into two random sides for a while; each side's detector
+       * suspects the other side */
+      uint64_t t1 = rndn(10 * T), t2 = t1 + 1 + rndn(30 * T);
+      int side[MAXN];
+      for (uint32_t i = 0; i < n; i++)
+        side[i] = (int)rndn(2);
+      for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < n; j++)
+          if (side[i] != side[j]) {
+            heap_push(&s, (ev){.t = t1, .kind = 3, .from = i, .to = j});
+            heap_push(&s, (ev){.t = t2, .kind = 4, .from = i, .to = j});
+            if (chance(700)) suspect_later(&s, i, j, t1 + rndn(2 * T));
+          }
+    }
+    uint32_t ncut = rndn(4);
+    for (uint32_t c = 0; c < ncut; c++) {
+      uint64_t t1 = rndn(10 * T), t2 = t1 + 1 + rndn(10 * T);
+      for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = 0; j < n; j++)
+          if (i != j && chance(300)) {
+            heap_push(&s, (ev){.t = t1, .kind = 3, .from = i, .to = j});
+            heap_push(&s, (ev){.t = t2, .kind = 4, .from = i, .to = j});
+          }
     }
   }
   /* starts are staggered a little */
@@ -576,7 +621,10 @@ static void random_schedule(uint64_t seed) {
   sim_free(&s);
 }
 
+/* Arguments: [schedules [first seed]]; AGREE_RANDOM_ONLY=1 skips the
+ * deterministic cases (to see what the simulator alone catches). */
 int main(int argc, char **argv) {
+  if (getenv("AGREE_RANDOM_ONLY")) goto random;
   test_wire();
   test_no_failure();
   for (uint32_t n = 3; n <= 6; n++)
@@ -593,9 +641,11 @@ int main(int argc, char **argv) {
   test_partition(NX_AGREE_SURVIVORS);
   test_asymmetric();
   test_false_suspicion();
+random:;
   uint64_t nsched = argc > 1 ? strtoull(argv[1], NULL, 10) : 12000;
   clock_t t0 = clock();
-  for (uint64_t seed = 1; seed <= nsched; seed++)
+  uint64_t first = argc > 2 ? strtoull(argv[2], NULL, 10) : 1;
+  for (uint64_t seed = first; seed < first + nsched; seed++)
     random_schedule(seed);
   double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
   printf("agree: %llu schedules in %.2f s; %llu hook crashes, %llu commits, %llu evictions, "
