@@ -38,7 +38,7 @@ int nx_agree_init(nx_agree *a, uint64_t epoch, uint32_t n, const uint64_t *ids, 
   a->ids = malloc((size_t)n * sizeof *a->ids);
   a->flags = calloc(n, sizeof *a->flags);
   a->rep_susp = calloc(n, a->nb);
-  uint8_t **sets[] = {&a->susp,      &a->timed_out, &a->acc_dead,  &a->answered,
+  uint8_t **sets[] = {&a->susp,      &a->timed_out, &a->acc_dead, &a->answered,
                       &a->best_dead, &a->prop_dead, &a->dec.dead};
   int bad = !a->ids || !a->flags || !a->rep_susp;
   for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {
@@ -207,6 +207,10 @@ static int collect_check(nx_agree *a, uint64_t now) {
 
 static int start_ballot(nx_agree *a, uint64_t now) {
   uint32_t r = a->max_round > a->promised.round ? a->max_round : a->promised.round;
+  if (r >= NX_AGREE_MAX_ROUND) { /* rounds exhausted: only giving up is left */
+    fail_round(a, now);
+    return 0;
+  }
   a->cur = (nx_ballot){r + 1, a->me};
   a->max_round = r + 1;
   a->rounds++;
@@ -420,9 +424,8 @@ static int retransmit(nx_agree *a, uint64_t now) {
   a->retx_at = now + retx_step(a);
   for (uint32_t i = 0; i < a->n; i++) {
     if (nx_agree_bit(a->answered, i)) continue;
-    int rc = a->role == 1
-                 ? sendm(a, i, NX_AM_COLLECT, a->cur, 0, NULL, 0)
-                 : sendm(a, i, NX_AM_ACCEPT, a->cur, a->prop_flag, a->prop_dead, 0);
+    int rc = a->role == 1 ? sendm(a, i, NX_AM_COLLECT, a->cur, 0, NULL, 0)
+                          : sendm(a, i, NX_AM_ACCEPT, a->cur, a->prop_flag, a->prop_dead, 0);
     if (rc) return rc;
   }
   return 0;

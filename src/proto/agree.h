@@ -75,6 +75,7 @@
 #define NX_AGREE_MAX_N 4096u
 #define NX_AGREE_ALL UINT32_MAX /* "to" of a send to every member but me */
 #define NX_AGREE_HDR 24u
+#define NX_AGREE_MAX_ROUND 0x7fffffffu /* ballot rounds are 1 ..this; more is malformed */
 
 enum nx_agree_mtype {
   NX_AM_COLLECT = 1,
@@ -104,11 +105,11 @@ typedef struct nx_agree_msg {
   uint64_t epoch;
   uint32_t n;
   nx_ballot b;
-  uint32_t flag;          /* PROMISE: sender's flag; ACCEPT / COMMIT: the value's flag */
-  const uint8_t *bits;    /* PROMISE: suspicions; ACCEPT / COMMIT: the dead set */
-  uint8_t has_acc;        /* PROMISE */
-  nx_ballot acc_b;        /* PROMISE */
-  uint32_t acc_flag;      /* PROMISE */
+  uint32_t flag;           /* PROMISE: sender's flag; ACCEPT / COMMIT: the value's flag */
+  const uint8_t *bits;     /* PROMISE: suspicions; ACCEPT / COMMIT: the dead set */
+  uint8_t has_acc;         /* PROMISE */
+  nx_ballot acc_b;         /* PROMISE */
+  uint32_t acc_flag;       /* PROMISE */
   const uint8_t *acc_dead; /* PROMISE */
 } nx_agree_msg;
 
@@ -219,7 +220,8 @@ size_t nx_agree_encode(const nx_agree_msg *m, uint8_t *out, size_t cap);
 /* Decodes and validates buf (len bytes) into *m (pointing into buf). Returns
  * 0, or NEXAR_ERR_PROTOCOL (wrong version or type, n out of range, length
  * not exactly that of the type, a flag byte not 0 or 1, a coordinator index
- * >= n, a bit set with bits past n). */
+ * >= n, a ballot round 0 or above NX_AGREE_MAX_ROUND, a bit set with bits
+ * past n). */
 int nx_agree_decode(const uint8_t *buf, size_t len, nx_agree_msg *m);
 /* Returns bit i of a bit set. */
 static inline int nx_agree_bit(const uint8_t *bits, uint32_t i) {

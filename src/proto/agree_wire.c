@@ -109,14 +109,14 @@ int nx_agree_decode(const uint8_t *buf, size_t len, nx_agree_msg *m) {
       m->acc_b.coord = get32(p + 4);
       m->acc_flag = get32(p + 8);
       m->acc_dead = p + 12;
-      if (m->acc_b.coord >= m->n || m->acc_b.round == 0 || !bits_clean(m->acc_dead, m->n))
+      if (m->acc_b.coord >= m->n || m->acc_b.round == 0 || m->acc_b.round > NX_AGREE_MAX_ROUND ||
+          !bits_clean(m->acc_dead, m->n))
         return NEXAR_ERR_PROTOCOL;
     }
   } else if (len != base) {
     return NEXAR_ERR_PROTOCOL;
   }
-  /* Real ballots have round >= 1; NACK may carry (0, x) only if nothing
-   * was promised, which is never sent. */
-  if (m->b.round == 0) return NEXAR_ERR_PROTOCOL;
+  /* Real ballots have rounds 1 .. NX_AGREE_MAX_ROUND (never sent as 0). */
+  if (m->b.round == 0 || m->b.round > NX_AGREE_MAX_ROUND) return NEXAR_ERR_PROTOCOL;
   return 0;
 }

@@ -61,7 +61,7 @@ typedef struct sim {
   uint32_t dmin, dmax, dup;
   uint32_t late;        /* permille of messages held back up to 20 T more */
   uint32_t slow_commit; /* COMMITs take up to this much longer: decisions race */
-  int randomize; /* 0: FIFO, fixed delay dmin */
+  int randomize;        /* 0: FIFO, fixed delay dmin */
   /* crash hooks: member crashes after sending the k-th copy of mtype */
   uint8_t hook_type[MAXN];
   uint32_t hook_k[MAXN];
@@ -332,16 +332,18 @@ static void test_dead_before(uint32_t n, uint32_t dead, uint64_t susp_at) {
   crash(&s, dead);
   uint8_t susp[MAXN][2] = {{0}};
   for (uint32_t i = 0; i < n; i++)
-    if (susp_at == 0) susp[i][dead / 8] |= (uint8_t)(1u << (dead % 8));
-    else suspect_later(&s, i, dead, susp_at);
+    if (susp_at == 0)
+      susp[i][dead / 8] |= (uint8_t)(1u << (dead % 8));
+    else
+      suspect_later(&s, i, dead, susp_at);
   s.ever_susp[dead] = 1;
   start_all(&s, susp);
   run(&s, 100 * T);
   check_safety(&s, 0);
   for (uint32_t i = 0; i < n; i++) {
     if (i == dead) continue;
-    CHECK(s.decided[i] && s.outcome[i] == NX_AGREE_COMMITTED, "n=%u dead=%u: member %u", n,
-          dead, i);
+    CHECK(s.decided[i] && s.outcome[i] == NX_AGREE_COMMITTED, "n=%u dead=%u: member %u", n, dead,
+          i);
     CHECK(dead_bits(&s, (int)i) == (1u << dead), "dead set %02x", dead_bits(&s, (int)i));
   }
   sim_free(&s);
@@ -440,8 +442,16 @@ static void test_false_suspicion(void) {
 
 static void test_wire(void) {
   uint8_t dead[2] = {0x05, 0x01}, susp[2] = {0x02, 0};
-  nx_agree_msg m = {.type = NX_AM_PROMISE, .epoch = 77, .n = 9, .b = {3, 4}, .flag = 0xabcd,
-                    .bits = susp, .has_acc = 1, .acc_b = {2, 1}, .acc_flag = 7, .acc_dead = dead};
+  nx_agree_msg m = {.type = NX_AM_PROMISE,
+                    .epoch = 77,
+                    .n = 9,
+                    .b = {3, 4},
+                    .flag = 0xabcd,
+                    .bits = susp,
+                    .has_acc = 1,
+                    .acc_b = {2, 1},
+                    .acc_flag = 7,
+                    .acc_dead = dead};
   uint8_t buf[64];
   size_t len = nx_agree_encode(&m, buf, sizeof buf);
   CHECK(len == nx_agree_msg_size(NX_AM_PROMISE, 1, 9) && len == 24 + 4 + 2 + 1 + 12 + 2, "len");
