@@ -58,6 +58,7 @@ typedef struct sim {
   /* network */
   uint32_t drop[MAXN][MAXN]; /* permille per link */
   int cut[MAXN][MAXN];
+  uint32_t extra[MAXN][MAXN]; /* added delay per link */
   uint32_t dmin, dmax, dup;
   uint32_t late;        /* permille of messages held back up to 20 T more */
   uint32_t slow_commit; /* COMMITs take up to this much longer: decisions race */
@@ -120,6 +121,7 @@ static void net_send(sim *s, uint32_t from, uint32_t to, uint8_t mtype, const ui
     CHECK(b, "oom");
     memcpy(b, buf, len);
     uint64_t d = s->randomize ? s->dmin + rndn(s->dmax - s->dmin + 1) : s->dmin;
+    d += s->extra[from][to];
     if (s->randomize && chance(s->late)) d += rndn(20 * T);
     if (s->randomize && mtype == NX_AM_COMMIT && s->slow_commit) d += rndn(s->slow_commit);
     heap_push(s, (ev){.t = s->now + d, .kind = 0, .from = from, .to = to, .buf = b, .len = len});
@@ -440,6 +442,34 @@ static void test_false_suspicion(void) {
   sim_free(&s);
 }
 
+/* The classic Paxos race, n = 3, members 0 1 2. 0 coordinates ballot 1; its
+ * messages to 2 take 60 more, 1's answers to 0 are cut (and 0's messages to
+ * 1 after the collect), so 0 proposes V1 = {1} and only it accepts it. At 112
+ * member 1 suspects 0, runs ballot 2 with 2, decides V2 = {0} and crashes
+ * before its COMMIT reaches anyone. 0's stale ACCEPT(1, {1}) reaches 2 after
+ * 2 promised ballot 2: it must be refused (else 0 decides {1}), and 0's next
+ * ballot must adopt the accepted value of the highest ballot, V2 (its own V1
+ * is lower; a fresh value would be {1}). */
+static void test_classic_race(void) {
+  sim s;
+  sim_init(&s, 3, NX_AGREE_MAJORITY, 50 * T);
+  s.extra[0][2] = 60;
+  s.cut[1][0] = 1;
+  heap_push(&s, (ev){.t = 3, .kind = 3, .from = 0, .to = 1});
+  suspect_later(&s, 1, 0, 112);
+  s.hook_type[1] = NX_AM_COMMIT; /* crash after the copy to 0, which is cut */
+  s.hook_k[1] = 1;
+  start_all(&s, NULL);
+  run(&s, 100 * T);
+  CHECK(s.crashed[1] && s.m[1].dec.outcome == NX_AGREE_COMMITTED, "1 decided, then crashed");
+  CHECK(s.m[1].dec.dead[0] == 1, "1 decided {0}");
+  check_safety(&s, 0);
+  CHECK(s.decided[0] && s.decided[2], "0 and 2 decided");
+  CHECK(dead_bits(&s, 0) == 1 && dead_bits(&s, 2) == 1 && s.outcome[0] == NX_AGREE_EVICTED,
+        "0 and 2 converged on V2");
+  sim_free(&s);
+}
+
 static void test_wire(void) {
   uint8_t dead[2] = {0x05, 0x01}, susp[2] = {0x02, 0};
   nx_agree_msg m = {.type = NX_AM_PROMISE,
@@ -650,6 +680,7 @@ int main(int argc, char **argv) {
   test_partition(NX_AGREE_MAJORITY);
   test_partition(NX_AGREE_SURVIVORS);
   test_asymmetric();
+  test_classic_race();
   test_false_suspicion();
 random:;
   uint64_t nsched = argc > 1 ? strtoull(argv[1], NULL, 10) : 12000;
