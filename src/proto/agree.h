@@ -43,6 +43,18 @@
  *  - A member whose decided D contains itself gets EVICTED (the committed
  *    value is still reported), so a falsely suspected live member learns it.
  *
+ * Timers: a coordinator re-sends its COLLECT / ACCEPT every timeout / 4 to
+ * the members that have not answered (so lossy links are fine; over reliable
+ * streams the copies are duplicates, which every handler ignores).
+ * A COLLECT that arrives before nx_agree_start is promised and answered at
+ * start (the PROMISE needs my flag); ACCEPT and COMMIT are handled at once.
+ *
+ * Limits: a value adopted from an earlier ballot is proposed unchanged, so a
+ * member that crashed after it was first proposed stays in the committed
+ * view (the next epoch's agreement removes it); this is the price of safety.
+ * Competing coordinators are damped (yield to a lower id, backoff by
+ * position) but, as in any Paxos, not excluded; give_up bounds the time.
+ *
  * SURVIVORS mode (ULFM's shrink): the collect needs no quorum and the accept
  * needs every survivor (members not in V's D); an adopted value that some of
  * its survivors did not confirm is widened by the non-responders. This is a
