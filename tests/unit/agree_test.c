@@ -649,6 +649,9 @@ static void random_schedule(uint64_t seed, int quorum) {
       CHECK(s.decided[i], "seed %llu (n=%u, %u crashes): live member %u undecided at %llu",
             (unsigned long long)seed, n, ncrash, i, (unsigned long long)bound);
       if (s.outcome[i] == NX_AGREE_ABORTED) aborts_majority++;
+      CHECK(quorum == NX_AGREE_SURVIVORS || s.outcome[i] != NX_AGREE_ABORTED,
+            "seed %llu: member %u aborted although a majority stayed alive",
+            (unsigned long long)seed, i);
       if (s.dtime[i] > max_decide) max_decide = s.dtime[i];
     }
   }
