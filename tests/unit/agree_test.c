@@ -602,6 +602,15 @@ static void random_schedule(uint64_t seed, int quorum) {
       if (who != whom) suspect_later(&s, who, whom, rndn(10 * T));
     }
     s.late = rndn(30);
+    if (chance(500)) {
+      /* coordinator churn: the lowest members get suspected by some of the
+       * others at staggered times, so several coordinators run at once */
+      uint32_t k = 1 + rndn(n / 2 + 1);
+      for (uint32_t c = 0; c < k && c < n; c++)
+        for (uint32_t i = 0; i < n; i++)
+          if (i != c && chance(600)) suspect_later(&s, i, c, rndn(3 * T) + c * rndn(2 * T));
+      s.late = 50 + rndn(150);
+    }
     if (chance(500)) s.slow_commit = rndn(20 * T);
     if (chance(500)) {
       /* a partition into two random sides for a while; each side's detector
