@@ -130,6 +130,14 @@ void nx_coll_remote_fail_locked(nx_ep *ep, const nx_frame *f) {
   c->failed_codes[c->nfailed++] = (int32_t)((uint32_t)peer << 8 | (uint32_t)(-rc & 0xff));
 }
 
+int nx_coll_gave_up_code_locked(nx_ep *ep, uint64_t comm_id, uint64_t seq) {
+  nx_comm *c = nx_comm_find(ep, comm_id);
+  if (!c) return NEXAR_ERR_ABORTED;
+  nx_active_coll *a = find_active(c, seq);
+  int rc = a ? a->failed_rc : (c->last_fail_seq == seq ? c->last_fail_rc : 0);
+  return rc == NEXAR_ERR_PEER_LOST ? rc : NEXAR_ERR_ABORTED;
+}
+
 void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why) {
   for (nx_active_coll *a = c->colls; a; a = a->next) {
     char msg[240];
@@ -424,6 +432,7 @@ int nx_coll_end(nx_coll *k, int rc) {
       *pp = k->ac.next;
       break;
     }
+  if (rc) c->last_fail_seq = k->ac.seq, c->last_fail_rc = rc;
   pthread_mutex_unlock(&ep->mu);
   /* requests still out (cancelled sends) finish shortly; wait so no buffer is
    * touched after we return */

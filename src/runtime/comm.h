@@ -30,6 +30,8 @@ struct nexar_client {
   nx_active_coll *colls; /* in flight, under ep->mu */
   uint64_t *failed_seqs; /* peers reported these as failed before we began them */
   int32_t *failed_codes;
+  uint64_t last_fail_seq; /* the latest collective that failed here, and why */
+  int last_fail_rc;
   size_t nfailed, capfailed;
   /* RPC */
   nx_rpc_handler *handlers;
@@ -73,6 +75,10 @@ void nx_comm_fail_pending_locked(nx_comm *c, int rc, const char *why);
 int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f);
 void nx_coll_remote_fail_locked(nx_ep *ep, const nx_frame *f);
 void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why);
+/* Why this rank gave up collective seq of comm id (its failure code, e.g.
+ * PEER_LOST when a third rank died), ABORTED when unknown: the answer a
+ * sender of a declined rendezvous descriptor gets. */
+int nx_coll_gave_up_code_locked(nx_ep *ep, uint64_t comm_id, uint64_t seq);
 
 /* ---- rpc.c */
 void nx_rpc_on_request_locked(nx_ep *ep, nx_msg *m); /* takes ownership of m */

@@ -304,8 +304,12 @@ static void drop(nx_ep *ep, nx_msg *m, int code) {
 void nx_rndv_decline_locked(nx_ep *ep, nx_msg *m) {
   if (!is_descriptor(m) || m->answered || m->got < 8) return;
   m->answered = 1;
+  /* a collective we gave up because a rank died: the sender learns that
+   * cause (PEER_LOST), not a bare ABORTED, even before it sees the death */
+  int code = m->f.kind == NX_KIND_COLL ? nx_coll_gave_up_code_locked(ep, m->f.comm_id, m->f.tag)
+                                       : NEXAR_ERR_ABORTED;
   if (m->peer->state == NX_PEER_UP && !ep->stop)
-    control(ep, m->peer, NX_KIND_RNDV_DONE, get64(m->buf), NEXAR_ERR_ABORTED, NULL, 0);
+    control(ep, m->peer, NX_KIND_RNDV_DONE, get64(m->buf), code, NULL, 0);
 }
 
 /* A cancel from the sender: drop its descriptor if no receive took it yet.
@@ -373,8 +377,9 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
       if (rv && !rv->writing) { /* a bulk writer finishes its own */
         char why[120];
         snprintf(why, sizeof why, "send to rank %u: %s", p->rank,
-                 m->f.status == NEXAR_ERR_TIMEOUT ? "no progress (cancelled before it was read)"
-                                                  : nexar_strerror(m->f.status));
+                 m->f.status == NEXAR_ERR_TIMEOUT     ? "no progress (cancelled before it was read)"
+                 : m->f.status == NEXAR_ERR_PEER_LOST ? "it gave the collective up: a rank was lost"
+                                                      : nexar_strerror(m->f.status));
         nx_rndv_finish_locked(ep, rv, m->f.status, m->f.status ? why : NULL);
       }
     }
