@@ -28,7 +28,7 @@ step "AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DNEXAR_ASAN=ON -DNEXAR_WERROR=ON >/dev/null
 cmake --build build-asan -j"$J"
 (cd build-asan && LATER_MS=1500 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 \
-  ctest -j"$J" --output-on-failure --timeout 600 -LE "large|netns|chaos")
+  ctest -j"$J" --output-on-failure --timeout 600 -LE "large|netns|chaos|timing")
 
 step "ThreadSanitizer (threaded tests)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEXAR_TSAN=ON -DNEXAR_WERROR=ON >/dev/null
