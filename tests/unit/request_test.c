@@ -13,10 +13,11 @@
 #include "check.h"
 #include "runtime/request.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+/* Under ASan or TSan the sanitizer reports the use after free first. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define NX_ASAN 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
 #define NX_ASAN 1
 #endif
 #endif
@@ -52,7 +53,7 @@ static void death(int use_test, const char *want) {
 #ifdef NX_ASAN
   CHECK((WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) != 0 && WEXITSTATUS(st) != 92)) &&
             strstr(buf, "heap-use-after-free"),
-        "double wait under ASan: status %#x, stderr %.400s", st, buf);
+        "double wait under a sanitizer: status %#x, stderr %.400s", st, buf);
   (void)want;
 #else
   CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "double wait: status %#x (stderr %.300s)", st,
