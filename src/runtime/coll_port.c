@@ -135,7 +135,9 @@ int nx_coll_gave_up_code_locked(nx_ep *ep, uint64_t comm_id, uint64_t seq) {
   if (!c) return NEXAR_ERR_ABORTED;
   nx_active_coll *a = find_active(c, seq);
   int rc = a ? a->failed_rc : (c->last_fail_seq == seq ? c->last_fail_rc : 0);
-  return rc == NEXAR_ERR_PEER_LOST ? rc : NEXAR_ERR_ABORTED;
+  /* a member is dead: whatever made us drop it, the collective cannot
+   * complete, and the sender should hear the cause */
+  return rc == NEXAR_ERR_PEER_LOST || c->ndead ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED;
 }
 
 void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why) {
