@@ -238,6 +238,16 @@ static void flush(nx_qconn *qc, size_t *lens, size_t *npk, size_t *off) {
   *off = 0;
 }
 
+/* Appends m to a list of messages waiting for credit. */
+static void park(nx_txmsg **head, nx_txmsg **tail, nx_txmsg *m) {
+  m->next = NULL;
+  if (*tail)
+    (*tail)->next = m;
+  else
+    *head = m;
+  *tail = m;
+}
+
 /* Writes one burst of packets: FINs for remote streams, then message data
  * round-robin across streams, then ACK/control-only packets. */
 static int conn_write(nx_qconn *qc, uint64_t now) {
@@ -295,12 +305,7 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
       }
       if (hdr_only && m->sent >= NX_FRAME_HDR_LEN) {
         /* leave the rest of the window to runtime traffic (see NX_CONN_RESERVE) */
-        m->next = NULL;
-        if (blocked_tail)
-          blocked_tail->next = m;
-        else
-          blocked = m;
-        blocked_tail = m;
+        park(&blocked, &blocked_tail, m);
         continue;
       }
       sid = m->sid;
@@ -329,12 +334,7 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
         continue;
       }
       if (nw == NGTCP2_ERR_STREAM_DATA_BLOCKED) {
-        m->next = NULL;
-        if (blocked_tail)
-          blocked_tail->next = m;
-        else
-          blocked = m;
-        blocked_tail = m;
+        park(&blocked, &blocked_tail, m);
         continue;
       }
       if (nw == NGTCP2_ERR_STREAM_SHUT_WR || nw == NGTCP2_ERR_STREAM_NOT_FOUND) continue;
