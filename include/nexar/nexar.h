@@ -152,6 +152,11 @@ typedef enum {
   NEXAR_RECOVERY_MANUAL = 1,
   NEXAR_RECOVERY_ABORT = 2
 } nexar_recovery_policy;
+/** Who may form a successor view after failures (nexar_recover, nexar_agree).
+ * MAJORITY: only a side holding a strict majority of the old view (no split
+ * brain; a minority gets NEXAR_ERR_ABORTED). SURVIVORS: whoever is reachable,
+ * as ULFM's shrink: two sides of a partition each form their own view. */
+typedef enum { NEXAR_QUORUM_MAJORITY = 0, NEXAR_QUORUM_SURVIVORS = 1 } nexar_recovery_quorum;
 
 struct nexar_device_adapter;
 
@@ -181,6 +186,7 @@ typedef struct nexar_config {
   const char *bind_addr;                         /* NULL: all interfaces, ephemeral port */
   const struct nexar_device_adapter *adapter;    /* NULL: host memory */
   size_t unexpected_budget_bytes; /* 256 MiB: unexpected messages buffered before senders wait */
+  nexar_recovery_quorum recovery_quorum; /* MAJORITY (NEXAR_RECOVERY_QUORUM=majority|survivors) */
 } nexar_config;
 
 /** Fills cfg with defaults, then applies NEXAR_* environment variables. A
@@ -346,15 +352,75 @@ NEXAR_EXTERN int nexar_failed_ranks(nexar_client *c, uint32_t *ranks, size_t cap
 typedef void (*nexar_failure_fn)(void *ctx, const uint32_t *dead, size_t n);
 /** Sets (or with NULL removes) c's failure callback. */
 NEXAR_EXTERN int nexar_on_failure(nexar_client *c, nexar_failure_fn fn, void *ctx);
-/** Collective over the survivors: agree on the dead set and build a new communicator. */
+/** Collective over the survivors (each calls it once the failure is known):
+ * revokes c, then the survivors agree on the dead set with a fault-tolerant
+ * agreement (a rotating-coordinator consensus that survives further deaths,
+ * the coordinator's included) and each gets a communicator of the same view:
+ * same comm_id, epoch (c's + 1), world and rank order (the old order without
+ * the dead), inheriting c's RPC handlers and failure callback. A member that
+ * does not answer within heartbeat_timeout_ms joins the dead set.
+ * AUTOMATIC starts the agreement as soon as a failure is seen, MANUAL here.
+ * Returns 0; NEXAR_ERR_ABORTED (policy ABORT, c aborted here, or no
+ * successor formed: with NEXAR_QUORUM_MAJORITY a side without a strict
+ * majority of c, "no majority: 2 of 4 reachable", or recovery_timeout_ms
+ * passed); NEXAR_ERR_PEER_LOST with *out = NULL when the survivors declared
+ * this rank failed (a false suspicion: its frames are dropped by the new
+ * view); NEXAR_ERR_INVALID_ARGUMENT (NULL, or c was recovered already:
+ * recover its successor); NEXAR_ERR_NOMEM. */
 NEXAR_EXTERN int nexar_recover(nexar_client *c, nexar_client **out);
-/** As nexar_recover with the dead set given by every caller. */
+/** As nexar_recover, without a vote: every caller passes the same set (else
+ * NEXAR_ERR_MISMATCH) and must not be in it (else
+ * NEXAR_ERR_INVALID_ARGUMENT; a rank out of range: NEXAR_ERR_INVALID_RANK).
+ * The successor has c's epoch + 1. */
 NEXAR_EXTERN int nexar_rebuild_excluding(nexar_client *c, const uint32_t *dead, size_t n,
                                          nexar_client **out);
+/** The view c stands for: 0 at formation, the predecessor's + 1 for a
+ * successor (recover, rebuild_excluding); split children carry their
+ * parent's. Every member of one view reports the same (comm_id, epoch,
+ * world). 0 for NULL. */
+NEXAR_EXTERN uint64_t nexar_view_epoch(const nexar_client *c);
+/** ULFM's MPI_Comm_revoke: every member's pending and later operations on c
+ * fail at once (NEXAR_ERR_PEER_LOST if they involve a dead rank, else
+ * NEXAR_ERR_ABORTED); the notice is flooded (each member forwards it once
+ * before acting), so it reaches every live member even if the caller dies
+ * right after; split children of c are revoked too. Only queries,
+ * nexar_recover, nexar_agree and nexar_client_del work on a revoked
+ * communicator. An operation that fails because a member is lost revokes c
+ * by itself. Idempotent. Returns 0 or NEXAR_ERR_INVALID_ARGUMENT (NULL). */
+NEXAR_EXTERN int nexar_revoke(nexar_client *c);
+/** ULFM's MPI_Comm_agree, fault-tolerant: every live member calls it (in the
+ * same order relative to its other nexar_agree calls on c); all that return
+ * get the same *flag, the bitwise AND of the flags of the members that
+ * contributed, even when members (the coordinator included) die during the
+ * call. Works on a revoked communicator. Returns 0 if every member
+ * contributed; NEXAR_ERR_PEER_LOST (with the agreed *flag) if some member is
+ * dead or did not answer within collective_timeout_ms, or (with *flag
+ * unchanged) if the others declared this rank failed; NEXAR_ERR_ABORTED
+ * (aborted here, or no decision: no majority with NEXAR_QUORUM_MAJORITY, or
+ * recovery_timeout_ms passed); NEXAR_ERR_INVALID_ARGUMENT (NULL);
+ * NEXAR_ERR_NOMEM. */
+NEXAR_EXTERN int nexar_agree(nexar_client *c, uint32_t *flag);
 /** Elastic resize point (collective). */
 NEXAR_EXTERN int nexar_elastic_checkpoint(nexar_client *c, nexar_client **out);
 /** Leave at the next elastic checkpoint. */
 NEXAR_EXTERN int nexar_elastic_leave(nexar_client *c);
+/** What the resize that made c changed, identical on every member of c. On a
+ * communicator not made by a resize: epoch as nexar_view_epoch, old_world =
+ * new_world = the world, joined = left = 0, i_am_new = 0, old_rank = the
+ * rank. A joiner's communicator has i_am_new = 1 and old_rank = UINT32_MAX. */
+typedef struct nexar_elastic_info {
+  size_t struct_size; /* written by the getter */
+  uint64_t epoch;
+  uint32_t old_world, new_world;
+  uint32_t joined, left; /* counts; ranks lost to failure count in left */
+  int i_am_new;
+  uint32_t old_rank;
+} nexar_elastic_info;
+/** Fills out (at most size bytes). Returns 0 or NEXAR_ERR_INVALID_ARGUMENT
+ * (NULL, or size below sizeof(size_t)). Use the macro. */
+NEXAR_EXTERN int nexar_elastic_info_get_sized(const nexar_client *c, nexar_elastic_info *out,
+                                              size_t size);
+#define nexar_elastic_info_get(c, out) nexar_elastic_info_get_sized((c), (out), sizeof(*(out)))
 
 /* ------------------------------------------------------------------ RPC */
 
@@ -404,6 +470,9 @@ typedef struct nexar_peer_stats {
   /** 1 while a TCP bulk stream to the peer is up, 2 if it is TLS-protected
    *  (encrypt_bulk), 0 without one (same host, or QUIC only). */
   int bulk_stream;
+  /** Frames from the peer for a revoked communicator (an old view), dropped
+   *  unread: they never complete an operation of another view. */
+  uint64_t stale_frames;
 } nexar_peer_stats;
 /** Fills out (out_size bytes of it) with the counters for peer. Use the macro. */
 NEXAR_EXTERN int nexar_peer_stats_get_sized(nexar_client *c, uint32_t peer, nexar_peer_stats *out,

@@ -3,9 +3,9 @@
  * set), and the elastic checkpoint calls. */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runtime/coll_port.h"
+#include "proto/agree.h"
 #include "runtime/comm.h"
 
 /* 64-bit FNV-1a: the child id and the dead-set fingerprint. */
@@ -19,6 +19,35 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 static int cmp_u32(const void *a, const void *b) {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
   return x < y ? -1 : x > y;
+}
+
+/* Copies c's RPC handlers and failure callback to its successor. */
+static void inherit(nexar_client *c, nexar_client *child) {
+  pthread_mutex_lock(&c->ep->mu);
+  if (c->nhandlers) {
+    child->handlers = malloc(c->nhandlers * sizeof *c->handlers);
+    if (child->handlers) {
+      memcpy(child->handlers, c->handlers, c->nhandlers * sizeof *c->handlers);
+      child->nhandlers = child->caphandlers = c->nhandlers;
+    }
+  }
+  child->on_failure = c->on_failure;
+  child->on_failure_ctx = c->on_failure_ctx;
+  pthread_mutex_unlock(&c->ep->mu);
+}
+
+/* The successor's id: every member derives the same one from the
+ * predecessor, the new epoch and the member ids in rank order. */
+static uint64_t successor_id(const nexar_client *c, uint64_t epoch, const uint32_t *members,
+                             uint32_t m) {
+  uint64_t h = fnv(0xcbf29ce484222325ull, &c->id, sizeof c->id);
+  h = fnv(h, "view", 4);
+  h = fnv(h, &epoch, sizeof epoch);
+  for (uint32_t i = 0; i < m; i++) {
+    uint64_t id = c->members[members[i]];
+    h = fnv(h, &id, sizeof id);
+  }
+  return h ? h : 1;
 }
 
 int nexar_rebuild_excluding(nexar_client *c, const uint32_t *dead, size_t n, nexar_client **out) {
@@ -61,19 +90,9 @@ int nexar_rebuild_excluding(nexar_client *c, const uint32_t *dead, size_t n, nex
   h = fnv(h, d, n * sizeof *d);
   if (h == 0) h = 1;
   nexar_client *child = NULL;
-  if (!rc) rc = nx_comm_derive(c, h, members, m, &child);
-  if (!rc) { /* inherit RPC handlers and the failure callback */
-    pthread_mutex_lock(&c->ep->mu);
-    if (c->nhandlers) {
-      child->handlers = malloc(c->nhandlers * sizeof *c->handlers);
-      if (child->handlers) {
-        memcpy(child->handlers, c->handlers, c->nhandlers * sizeof *c->handlers);
-        child->nhandlers = child->caphandlers = c->nhandlers;
-      }
-    }
-    child->on_failure = c->on_failure;
-    child->on_failure_ctx = c->on_failure_ctx;
-    pthread_mutex_unlock(&c->ep->mu);
+  if (!rc) rc = nx_comm_derive_view(c, h, members, m, c->epoch + 1, &child);
+  if (!rc) {
+    inherit(c, child);
     /* the survivors must have passed the same set: compare fingerprints */
     uint64_t mine = h, *all = malloc(m * sizeof *all);
     if (!all)
@@ -107,36 +126,109 @@ int nexar_recover(nexar_client *c, nexar_client **out) {
   if (c->cfg.recovery_policy == NEXAR_RECOVERY_ABORT)
     return nx_fail(NEXAR_ERR_ABORTED, "recover on comm %llu: the recovery policy is abort",
                    (unsigned long long)c->id);
-  /* The dead set is this rank's view once it has been stable for a
-   * heartbeat timeout (every survivor detects the same deaths within that
-   * bound); rebuild_excluding then checks that all survivors hold the same
-   * set and fails with MISMATCH otherwise. This is not a consensus protocol:
-   * a false suspicion gives MISMATCH, not a vote. */
-  uint64_t settle = (uint64_t)c->cfg.heartbeat_timeout_ms * 1000000ull;
-  uint64_t deadline = c->cfg.recovery_timeout_ms
-                          ? nx_now_ns() + (uint64_t)c->cfg.recovery_timeout_ms * 1000000ull
-                          : 0;
-  size_t n = 0, last = (size_t)-1;
-  uint64_t since = nx_now_ns();
-  uint32_t *dead = malloc(c->size * sizeof *dead);
-  if (!dead) return nx_fail(NEXAR_ERR_NOMEM, "recover");
-  for (;;) {
-    nexar_failed_ranks(c, dead, c->size, &n);
-    if (n != last) last = n, since = nx_now_ns();
-    if (n && nx_now_ns() - since >= settle) break;
-    if (deadline && nx_now_ns() > deadline) {
-      free(dead);
-      return nx_fail(NEXAR_ERR_TIMEOUT, "recover on comm %llu: %s within %u ms",
-                     (unsigned long long)c->id,
-                     n ? "the dead set did not settle" : "no failure to recover from",
-                     c->cfg.recovery_timeout_ms);
-    }
-    struct timespec ts = {0, 20000000};
-    nanosleep(&ts, NULL);
+  if (atomic_load(&c->aborted))
+    return nx_fail(NEXAR_ERR_ABORTED, "recover on comm %llu: aborted here (%s)",
+                   (unsigned long long)c->id, c->abort_why);
+  nx_ep *ep = c->ep;
+  pthread_mutex_lock(&ep->mu);
+  int again = c->recovered;
+  char why[96];
+  snprintf(why, sizeof why, "nexar_recover on rank %u", c->rank);
+  nx_comm_revoke_locked(c, 1, why); /* everyone stops using the old view */
+  pthread_mutex_unlock(&ep->mu);
+  if (again)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "recover on comm %llu: its successor exists already (recover that one)",
+                   (unsigned long long)c->id);
+  uint8_t *dead = malloc(c->size);
+  uint32_t *members = malloc(c->size * sizeof *members);
+  if (!dead || !members) {
+    free(dead), free(members);
+    return nx_fail(NEXAR_ERR_NOMEM, "recover");
   }
-  int rc = nexar_rebuild_excluding(c, dead, n, out);
+  int outcome = 0;
+  uint32_t flag = 0;
+  char reason[128] = "";
+  int rc = nx_agr_run(c, 0, 1, &outcome, &flag, dead, reason, sizeof reason);
+  uint32_t m = 0;
+  if (!rc && outcome == NX_AGREE_EVICTED)
+    rc = nx_fail(NEXAR_ERR_PEER_LOST,
+                 "recover on comm %llu: rank %u was declared failed at epoch %llu by the "
+                 "survivors' agreement",
+                 (unsigned long long)c->id, c->rank, (unsigned long long)c->epoch);
+  else if (!rc && outcome != NX_AGREE_COMMITTED)
+    rc = nx_fail(NEXAR_ERR_ABORTED, "recover on comm %llu at epoch %llu: %s",
+                 (unsigned long long)c->id, (unsigned long long)c->epoch,
+                 reason[0] ? reason : "no successor view formed");
+  for (uint32_t r = 0; r < c->size && !rc; r++)
+    if (!dead[r]) members[m++] = r;
+  nexar_client *child = NULL;
+  if (!rc) {
+    uint64_t epoch = c->epoch + 1;
+    rc = nx_comm_derive_view(c, successor_id(c, epoch, members, m), members, m, epoch, &child);
+  }
+  if (!rc) {
+    inherit(c, child);
+    pthread_mutex_lock(&ep->mu);
+    c->recovered = 1;
+    pthread_mutex_unlock(&ep->mu);
+    NX_INFO("comm %llu rank %u: recovered to comm %llu epoch %llu, %u of %u members",
+            (unsigned long long)c->id, c->rank, (unsigned long long)child->id,
+            (unsigned long long)child->epoch, m, c->size);
+  }
+  free(dead);
+  free(members);
+  *out = child;
+  return rc;
+}
+
+int nexar_agree(nexar_client *c, uint32_t *flag) {
+  if (!c || !flag) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "agree: NULL argument");
+  if (atomic_load(&c->aborted))
+    return nx_fail(NEXAR_ERR_ABORTED, "agree on comm %llu: aborted here (%s)",
+                   (unsigned long long)c->id, c->abort_why);
+  pthread_mutex_lock(&c->ep->mu);
+  uint64_t key = ++c->agree_seq;
+  pthread_mutex_unlock(&c->ep->mu);
+  uint8_t *dead = malloc(c->size);
+  if (!dead) return nx_fail(NEXAR_ERR_NOMEM, "agree");
+  int outcome = 0;
+  uint32_t agreed = 0;
+  char reason[128] = "";
+  int rc = nx_agr_run(c, key, *flag, &outcome, &agreed, dead, reason, sizeof reason);
+  if (!rc && outcome == NX_AGREE_EVICTED)
+    rc = nx_fail(NEXAR_ERR_PEER_LOST,
+                 "agree #%llu on comm %llu: rank %u was declared failed by the others",
+                 (unsigned long long)key, (unsigned long long)c->id, c->rank);
+  else if (!rc && outcome != NX_AGREE_COMMITTED)
+    rc = nx_fail(NEXAR_ERR_ABORTED, "agree #%llu on comm %llu: %s", (unsigned long long)key,
+                 (unsigned long long)c->id, reason[0] ? reason : "no decision");
+  if (!rc) {
+    *flag = agreed;
+    uint32_t first = UINT32_MAX;
+    for (uint32_t r = 0; r < c->size && first == UINT32_MAX; r++)
+      if (dead[r]) first = r;
+    if (first != UINT32_MAX)
+      rc = nx_fail(NEXAR_ERR_PEER_LOST,
+                   "agree #%llu on comm %llu: rank %u did not contribute (dead); the flag is "
+                   "the others' AND",
+                   (unsigned long long)key, (unsigned long long)c->id, first);
+  }
   free(dead);
   return rc;
+}
+
+int nexar_elastic_info_get_sized(const nexar_client *c, nexar_elastic_info *out, size_t size) {
+  if (!c || !out || size < sizeof(size_t))
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "elastic_info_get: NULL argument or size %zu",
+                   size);
+  nexar_elastic_info e = {0};
+  e.struct_size = sizeof e < size ? sizeof e : size;
+  e.epoch = c->epoch;
+  e.old_world = e.new_world = c->size;
+  e.old_rank = c->rank;
+  memcpy(out, &e, e.struct_size);
+  return 0;
 }
 
 int nexar_elastic_checkpoint(nexar_client *c, nexar_client **out) {

@@ -38,7 +38,7 @@ int nx_mesh_form_ex(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t clus
   if (!members) return nx_fail(NEXAR_ERR_NOMEM, "communicator");
   for (uint32_t i = 0; i < world; i++)
     members[i] = i;
-  rc = nx_comm_new(ep, 0, members, world, rank, &ep->cfg, out);
+  rc = nx_comm_new(ep, 0, members, world, rank, &ep->cfg, 0, 0, out);
   free(members);
   /* Every rank's connections are up on both ends once all have entered this
    * barrier, so a rank that returns and closes at once cannot break another

@@ -16,6 +16,7 @@ enum nx_cfg_kind {
   NX_K_BYTES,    /* size_t, decimal with optional binary suffix */
   NX_K_BOOL,     /* int, 0/1 */
   NX_K_POLICY,   /* nexar_recovery_policy */
+  NX_K_QUORUM,   /* nexar_recovery_quorum */
   NX_K_TOPOLOGY, /* nexar_topology; k_regular:K also sets topology_degree */
   NX_K_STR,      /* const char *, printed as is */
   NX_K_SECRET    /* const char *, printed only as (set)/(unset) */
@@ -69,7 +70,8 @@ enum { Z0 = 0, Z1 = 1 };
   X(cluster_token, "NEXAR_CLUSTER_TOKEN", NX_K_SECRET, 0, 0, NX_STR_MAX, Z1)                       \
   X(bind_addr, "NEXAR_BIND_ADDR", NX_K_STR, 0, 0, 300, Z1)                                        \
   X(unexpected_budget_bytes, "NEXAR_UNEXPECTED_BUDGET_BYTES", NX_K_BYTES, 256 * NX_MIB, NX_MIB,    \
-    NX_SZ(NX_TIB), Z0)
+    NX_SZ(NX_TIB), Z0)                                                                            \
+  X(recovery_quorum, "NEXAR_RECOVERY_QUORUM", NX_K_QUORUM, NEXAR_QUORUM_MAJORITY, 0, 1, Z1)
 
 typedef struct nx_cfg_entry {
   const char *field;
@@ -95,6 +97,7 @@ static const nx_cfg_entry nx_cfg_table[] = {
    : (kind) == NX_K_BYTES    ? sizeof(size_t)                                                      \
    : (kind) == NX_K_BOOL     ? sizeof(int)                                                         \
    : (kind) == NX_K_POLICY   ? sizeof(nexar_recovery_policy)                                       \
+   : (kind) == NX_K_QUORUM   ? sizeof(nexar_recovery_quorum)                                       \
    : (kind) == NX_K_TOPOLOGY ? sizeof(nexar_topology)                                              \
                              : sizeof(const char *))
 #define NX_CHECK(f, env, kind, def, lo, hi, z)                                                     \
@@ -103,8 +106,8 @@ NX_CONFIG_FIELDS(NX_CHECK)
 #undef NX_CHECK
 
 /* Released layouts. Update when nexar_config grows (see the table comment). */
-_Static_assert(sizeof(nexar_config) == NX_CONFIG_SIZE_V2, "nexar_config grew: add a version");
-static const size_t nx_config_sizes[] = {NX_CONFIG_SIZE_V1, NX_CONFIG_SIZE_V2};
+_Static_assert(sizeof(nexar_config) == NX_CONFIG_SIZE_V3, "nexar_config grew: add a version");
+static const size_t nx_config_sizes[] = {NX_CONFIG_SIZE_V1, NX_CONFIG_SIZE_V2, NX_CONFIG_SIZE_V3};
 
 int nx_config_size_known(size_t size) {
   for (size_t i = 0; i < sizeof nx_config_sizes / sizeof nx_config_sizes[0]; i++)
@@ -137,6 +140,11 @@ static void nx_set_num(nexar_config *c, const nx_cfg_entry *e, uint64_t v) {
   }
   case NX_K_TOPOLOGY: {
     nexar_topology x = (nexar_topology)v;
+    memcpy(p, &x, sizeof x);
+    break;
+  }
+  case NX_K_QUORUM: {
+    nexar_recovery_quorum x = (nexar_recovery_quorum)v;
     memcpy(p, &x, sizeof x);
     break;
   }
@@ -257,6 +265,7 @@ static int nx_name_eq(const char *s, size_t n, const char *name) {
 
 static const char *const nx_policy_names[] = {"automatic", "manual", "abort"};
 static const char *const nx_topo_names[] = {"full_mesh", "k_regular", "hypercube"};
+static const char *const nx_quorum_names[] = {"majority", "survivors"};
 
 const char *nx_recovery_policy_name(nexar_recovery_policy p) {
   return (unsigned)p < 3 ? nx_policy_names[p] : "?";
@@ -270,6 +279,13 @@ static int nx_parse_policy(const char *what, const char *s, nexar_recovery_polic
   for (unsigned i = 0; i < 3; i++)
     if (nx_name_eq(s, SIZE_MAX, nx_policy_names[i])) return *out = (nexar_recovery_policy)i, 0;
   return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s='%.*s': expected automatic, manual or abort", what,
+                 NX_SHOWN, s);
+}
+
+static int nx_parse_quorum(const char *what, const char *s, nexar_recovery_quorum *out) {
+  for (unsigned i = 0; i < 2; i++)
+    if (nx_name_eq(s, SIZE_MAX, nx_quorum_names[i])) return *out = (nexar_recovery_quorum)i, 0;
+  return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s='%.*s': expected majority or survivors", what,
                  NX_SHOWN, s);
 }
 
@@ -408,6 +424,9 @@ static int nx_apply_env(nexar_config *c) {
     case NX_K_POLICY:
       rc = nx_parse_policy(e->env, v, &c->recovery_policy);
       break;
+    case NX_K_QUORUM:
+      rc = nx_parse_quorum(e->env, v, &c->recovery_quorum);
+      break;
     case NX_K_TOPOLOGY:
       rc = nx_parse_topology(e->env, v, &c->topology, &topo_k);
       if (rc == 0 && topo_k) c->topology_degree = topo_k;
@@ -485,6 +504,9 @@ static int nx_config_validate(const nexar_config *c) {
   if ((unsigned)c->recovery_policy > NEXAR_RECOVERY_ABORT)
     return nx_fail(bad, "config.recovery_policy %d is not a nexar_recovery_policy",
                    (int)c->recovery_policy);
+  if ((unsigned)c->recovery_quorum > NEXAR_QUORUM_SURVIVORS)
+    return nx_fail(bad, "config.recovery_quorum %d is not a nexar_recovery_quorum",
+                   (int)c->recovery_quorum);
   if ((unsigned)c->topology > NEXAR_TOPO_HYPERCUBE)
     return nx_fail(bad, "config.topology %d is not a nexar_topology", (int)c->topology);
   if (c->topology == NEXAR_TOPO_K_REGULAR &&
@@ -594,6 +616,10 @@ void nx_config_print(FILE *f, const nexar_config *c) {
     }
     case NX_K_POLICY:
       fprintf(f, "%s=%s\n", e->env, nx_recovery_policy_name(c->recovery_policy));
+      break;
+    case NX_K_QUORUM:
+      fprintf(f, "%s=%s\n", e->env,
+              (unsigned)c->recovery_quorum < 2 ? nx_quorum_names[c->recovery_quorum] : "?");
       break;
     case NX_K_TOPOLOGY:
       if (c->topology == NEXAR_TOPO_K_REGULAR && c->topology_degree)

@@ -35,6 +35,8 @@
 #define NX_CONFIG_SIZE_V1 (offsetof(nexar_config, adapter) + sizeof(void *))
 /* V2 adds unexpected_budget_bytes. */
 #define NX_CONFIG_SIZE_V2 (offsetof(nexar_config, unexpected_budget_bytes) + sizeof(size_t))
+/* V3 adds recovery_quorum (the struct's padding may follow it). */
+#define NX_CONFIG_SIZE_V3 sizeof(nexar_config)
 
 /* 1 if size is the struct_size of a released nexar_config layout. */
 int nx_config_size_known(size_t size);
@@ -99,6 +101,9 @@ typedef struct nx_knobs {
   int bulk_tcp_local;      /* NEXAR_BULK_TCP_LOCAL: bool, 0 */
   size_t bulk_min_bytes;   /* NEXAR_BULK_MIN_BYTES: 0..1 TiB or auto */
   const char *test_impair; /* NEXAR_TEST_IMPAIR: at most 512 characters */
+  /* NEXAR_TEST_AGREE_EXIT (test hook): collect | accept:K | commit:K makes the
+   * process _exit(9) after sending COLLECT, or ACCEPT / COMMIT to K members */
+  const char *test_agree_exit;
 } nx_knobs;
 /* Defaults only. */
 void nx_knobs_defaults(nx_knobs *k);

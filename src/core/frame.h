@@ -25,7 +25,9 @@ enum nx_frame_kind {
   NX_KIND_SHM_HELLO = 9, /* same-host probe: pid, address and value of a cookie */
   NX_KIND_SHM_OK = 10,   /* the sender can read our memory: rendezvous allowed */
   NX_KIND_LANE = 11,     /* same-host lane ping (status 0) / pong (1): lane datagrams only */
-  NX_KIND_MAX = 11
+  NX_KIND_REVOKE = 12,   /* comm revoked (flooded: forwarded once by each member); no payload */
+  NX_KIND_AGREE = 13,    /* agreement message (proto/agree.h) of instance `tag` of comm */
+  NX_KIND_MAX = 13
 };
 
 enum nx_frame_flags {

@@ -51,7 +51,8 @@ static const nx_knob_name nx_impl_names[] = {
   X(bulk_tcp_local, "NEXAR_BULK_TCP_LOCAL", NX_KB_BOOL, 0, 0, 1, NULL)                             \
   X(bulk_min_bytes, "NEXAR_BULK_MIN_BYTES", NX_KB_BYTES, NX_KNOB_AUTO_SIZE, 0, (uint64_t)1 << 40,  \
     NULL)                                                                                          \
-  X(test_impair, "NEXAR_TEST_IMPAIR", NX_KB_STR, 0, 0, 512, NULL)
+  X(test_impair, "NEXAR_TEST_IMPAIR", NX_KB_STR, 0, 0, 512, NULL)                                 \
+  X(test_agree_exit, "NEXAR_TEST_AGREE_EXIT", NX_KB_STR, 0, 0, 32, NULL)
 
 typedef struct nx_knob_entry {
   const char *env;

@@ -21,7 +21,7 @@ static int check_iov(const nexar_iovec *iov, size_t n, const char *op, uint64_t 
 static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t dest,
                       uint32_t tag, nexar_request **out) {
   *out = NULL;
-  int rc = nx_comm_check(c, "send");
+  int rc = nx_comm_check_peer(c, "send to", dest);
   if (rc) return rc;
   uint64_t total = 0; /* set by check_iov; gcc -O3 cannot see it */
   if ((rc = check_iov(iov, n, "send", &total))) return rc;
@@ -45,6 +45,7 @@ static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   if (nx_comm_is_dead_locked(c, dest))
     rc = nx_fail(NEXAR_ERR_PEER_LOST, "send to rank %u on comm %llu: rank %u is failed on it",
                  dest, (unsigned long long)c->id, dest);
+  if (rc == NEXAR_ERR_PEER_LOST) nx_comm_lost_locked(c, nexar_last_error());
   else rc = nx_ep_send_locked(c->ep, c->members[dest], &f, iov, n, r, NULL);
   pthread_mutex_unlock(&c->ep->mu);
   if (rc) {
@@ -58,7 +59,7 @@ static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
 static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src,
                       uint32_t tag, nexar_request **out) {
   *out = NULL;
-  int rc = nx_comm_check(c, "recv");
+  int rc = nx_comm_check_peer(c, "recv from", src);
   if (rc) return rc;
   uint64_t total = 0; /* set by check_iov; gcc -O3 cannot see it */
   if ((rc = check_iov(iov, n, "recv", &total))) return rc;
@@ -104,6 +105,7 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
       rc = nx_fail(NEXAR_ERR_PEER_LOST, "recv from rank %u tag %u on comm %llu: rank %u is "
                    "failed on it", src, tag, (unsigned long long)c->id, src);
     }
+    if (rc == NEXAR_ERR_PEER_LOST) nx_comm_lost_locked(c, nexar_last_error());
   }
   pthread_mutex_unlock(&ep->mu);
   if (rc) {
@@ -195,6 +197,12 @@ static int probe(nexar_client *c, int any, uint32_t src, uint32_t tag, uint32_t 
     }
     if (atomic_load(&c->aborted)) {
       rc = nx_fail(NEXAR_ERR_ABORTED, "probe on comm %llu: aborted", (unsigned long long)c->id);
+      break;
+    }
+    if (atomic_load(&c->revoked)) {
+      int dead = !any && nx_comm_is_dead_locked(c, src);
+      rc = nx_fail(dead ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED, "probe on comm %llu: revoked (%s)",
+                   (unsigned long long)c->id, c->revoke_why);
       break;
     }
     if (!any && ep->peers[k.src].state == NX_PEER_DEAD) {

@@ -119,7 +119,7 @@ int nexar_rpc(nexar_client *c, uint32_t target, uint16_t fn_id, const void *args
               size_t args_len, void **reply, size_t *reply_len) {
   if (reply) *reply = NULL;
   if (reply_len) *reply_len = 0;
-  int rc = nx_comm_check(c, "rpc");
+  int rc = nx_comm_check_peer(c, "rpc to", target);
   if (rc) return rc;
   if (!reply || !reply_len || (args_len && !args))
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "rpc: NULL argument");
@@ -146,6 +146,7 @@ int nexar_rpc(nexar_client *c, uint32_t target, uint16_t fn_id, const void *args
     nx_match_cancel(ep, &r->recv);
     rc = nx_fail(NEXAR_ERR_PEER_LOST, "rpc to rank %u: peer lost (%s)", target,
                  ep->peers[c->members[target]].why);
+    nx_comm_lost_locked(c, nexar_last_error());
   }
   if (!rc) {
     nx_frame f = {0};

@@ -137,7 +137,7 @@ int nx_coll_gave_up_code_locked(nx_ep *ep, uint64_t comm_id, uint64_t seq) {
   int rc = a ? a->failed_rc : (c->last_fail_seq == seq ? c->last_fail_rc : 0);
   /* a member is dead: whatever made us drop it, the collective cannot
    * complete, and the sender should hear the cause */
-  return rc == NEXAR_ERR_PEER_LOST || c->ndead ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED;
+  return rc == NEXAR_ERR_PEER_LOST || c->ndead || c->revoke_lost != UINT32_MAX ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED;
 }
 
 void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why) {
@@ -161,6 +161,7 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
     rc = nx_fail(NEXAR_ERR_PEER_LOST, "%s #%llu on comm %llu: rank %u is dead", op_name(sig->op),
                  (unsigned long long)c->next_seq, (unsigned long long)c->id, c->dead[0]);
     c->next_seq++;
+    nx_comm_lost_locked(c, nexar_last_error());
     pthread_mutex_unlock(&ep->mu);
     free(k);
     return rc;
@@ -452,6 +453,11 @@ int nx_coll_end(nx_coll *k, int rc) {
 
 int nx_comm_derive(nexar_client *parent, uint64_t comm_id, const uint32_t *members, uint32_t n,
                    nexar_client **out) {
+  return nx_comm_derive_view(parent, comm_id, members, n, parent ? parent->epoch : 0, out);
+}
+
+int nx_comm_derive_view(nexar_client *parent, uint64_t comm_id, const uint32_t *members,
+                        uint32_t n, uint64_t epoch, nexar_client **out) {
   *out = NULL;
   if (!parent || !members || n == 0)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "derive: bad arguments");
@@ -476,7 +482,7 @@ int nx_comm_derive(nexar_client *parent, uint64_t comm_id, const uint32_t *membe
   int rc = dup ? nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "derive: comm id %llu already in use",
                          (unsigned long long)comm_id)
                : nx_comm_new(parent->ep, comm_id, roots, n, parent->members[parent->rank],
-                             &parent->cfg, out);
+                             &parent->cfg, epoch, parent->id, out);
   free(roots);
   return rc;
 }

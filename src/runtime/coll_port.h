@@ -88,5 +88,8 @@ int nx_coll_end(nx_coll *k, int rc);
  * and the split's sequence number and color). */
 int nx_comm_derive(nexar_client *parent, uint64_t comm_id, const uint32_t *members, uint32_t n,
                    nexar_client **out);
+/* The same for a successor view (epoch = the parent's + 1). */
+int nx_comm_derive_view(nexar_client *parent, uint64_t comm_id, const uint32_t *members,
+                        uint32_t n, uint64_t epoch, nexar_client **out);
 
 #endif

@@ -9,7 +9,7 @@
 #include "runtime/request.h"
 
 int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uint32_t my_root,
-                const nexar_config *cfg, nx_comm **out) {
+                const nexar_config *cfg, uint64_t epoch, uint64_t parent_id, nx_comm **out) {
   *out = NULL;
   nx_comm *c = nx_calloc(1, sizeof *c);
   if (!c) return nx_fail(NEXAR_ERR_NOMEM, "communicator");
@@ -37,6 +37,9 @@ int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uin
   }
   c->size = n;
   c->id = id;
+  c->revoke_lost = UINT32_MAX;
+  c->epoch = epoch;
+  c->parent_id = parent_id;
   c->ep = ep;
   c->next_seq = 1;
   c->next_rpc_id = 1;
@@ -45,6 +48,12 @@ int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uin
   pthread_mutex_lock(&ep->mu);
   c->next = ep->comms;
   ep->comms = c;
+  /* a revoke notice that arrived before it was created here */
+  for (unsigned i = 0; i < ep->nrevoked_ids && i < 32; i++)
+    if (ep->revoked_ids[i] == id) nx_comm_revoke_locked(c, 0, "revoked by a peer before it formed here");
+  nx_comm *parent = id != parent_id ? nx_comm_find(ep, parent_id) : NULL;
+  if (parent && parent != c && parent->epoch == epoch && atomic_load(&parent->revoked))
+    nx_comm_revoke_locked(c, 0, "its parent communicator is revoked");
   /* members already known dead are dead here too */
   for (uint32_t i = 0; i < n; i++)
     if (ep->peers[members[i]].state == NX_PEER_DEAD)
@@ -76,7 +85,122 @@ int nx_comm_check(nx_comm *c, const char *op) {
   if (atomic_load(&c->aborted))
     return nx_fail(NEXAR_ERR_ABORTED, "%s on comm %llu: communicator aborted (%s)", op,
                    (unsigned long long)c->id, c->abort_why);
+  if (atomic_load(&c->revoked)) {
+    pthread_mutex_lock(&c->ep->mu);
+    int rc = c->ndead || c->revoke_lost != UINT32_MAX ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED;
+    uint32_t d = c->ndead ? c->dead[0] : c->revoke_lost;
+    pthread_mutex_unlock(&c->ep->mu);
+    if (rc == NEXAR_ERR_PEER_LOST)
+      return nx_fail(rc, "%s on comm %llu: communicator revoked, rank %u is dead (%s)", op,
+                     (unsigned long long)c->id, d, c->revoke_why);
+    return nx_fail(rc, "%s on comm %llu: communicator revoked (%s)", op,
+                   (unsigned long long)c->id, c->revoke_why);
+  }
   return 0;
+}
+
+int nx_comm_check_peer(nx_comm *c, const char *op, uint32_t peer) {
+  if (!c || !atomic_load(&c->revoked) || atomic_load(&c->aborted) || peer >= c->size)
+    return nx_comm_check(c, op);
+  pthread_mutex_lock(&c->ep->mu);
+  int dead = nx_comm_lost_rank_locked(c, peer);
+  pthread_mutex_unlock(&c->ep->mu);
+  if (dead)
+    return nx_fail(NEXAR_ERR_PEER_LOST, "%s rank %u on comm %llu: rank %u is dead (revoked: %s)",
+                   op, peer, (unsigned long long)c->id, peer, c->revoke_why);
+  return nx_fail(NEXAR_ERR_ABORTED, "%s rank %u on comm %llu: communicator revoked (%s)", op, peer,
+                 (unsigned long long)c->id, c->revoke_why);
+}
+
+/* Drops c's queued messages: after a revoke nothing can receive them. */
+static void purge_unexpected_locked(nx_comm *c) {
+  nx_ep *ep = c->ep;
+  for (nx_msg *m = ep->unexp_head, *n; m; m = n) {
+    n = m->next;
+    if (m->f.comm_id != c->id || m->f.kind == NX_KIND_RPC_REQ) continue;
+    nx_match_unqueue(ep, m);
+    m->peer->st.stale_frames++;
+    m->discard = 1;
+    nx_msg_release_credit(ep, m);
+    if (m->complete || !m->rs) nx_msg_free(ep, m);
+  }
+}
+
+int nx_comm_lost_rank_locked(const nx_comm *c, uint32_t r) {
+  return r == c->revoke_lost || nx_comm_is_dead_locked(c, r);
+}
+
+void nx_comm_revoke_locked(nx_comm *c, int flood, const char *why) {
+  if (atomic_exchange(&c->revoked, 1)) return;
+  nx_ep *ep = c->ep;
+  snprintf(c->revoke_why, sizeof c->revoke_why, "%s", why);
+  NX_DEBUG("comm %llu rank %u revoked: %s", (unsigned long long)c->id, c->rank, why);
+  if (c->revoke_lost == UINT32_MAX && c->ndead) c->revoke_lost = c->dead[0];
+  int lost = c->revoke_lost != UINT32_MAX;
+  if (flood) { /* before acting, so the notice spreads even if we die now */
+    nx_frame f = {0};
+    f.kind = NX_KIND_REVOKE;
+    f.comm_id = c->id;
+    /* the member whose loss caused it (member id): operations that involve
+     * it fail with PEER_LOST on every member, also before they detect it */
+    f.root = lost ? c->members[c->revoke_lost] : UINT32_MAX;
+    f.status = lost ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED;
+    for (uint32_t i = 0; i < c->size; i++)
+      if (i != c->rank && ep->peers[c->members[i]].state == NX_PEER_UP)
+        nx_ep_send_locked(ep, c->members[i], &f, NULL, 0, NULL, NULL);
+  }
+  char msg[220];
+  snprintf(msg, sizeof msg, "comm %llu revoked: %s", (unsigned long long)c->id, why);
+  nx_recv *prev = NULL;
+  for (nx_recv *r = ep->posted_head, *n; r; r = n) {
+    n = r->next;
+    if (r->key.comm == c->id) {
+      if (prev)
+        prev->next = n;
+      else
+        ep->posted_head = n;
+      if (ep->posted_tail == r) ep->posted_tail = prev;
+      uint32_t src = r->key.src < ep->world ? c->of_root[r->key.src] : UINT32_MAX;
+      int dead = src != UINT32_MAX && nx_comm_lost_rank_locked(c, src);
+      nx_recv_finish(ep, r, dead ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED, msg);
+    } else {
+      prev = r;
+    }
+  }
+  nx_coll_fail_all_locked(c, lost ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED, msg);
+  purge_unexpected_locked(c);
+  for (nx_comm *d = ep->comms; d; d = d->next)
+    if (d != c && d->parent_id == c->id && d->epoch == c->epoch) /* split children, not successors */
+      nx_comm_revoke_locked(d, 0, "its parent communicator was revoked");
+  pthread_cond_broadcast(&ep->cv);
+}
+
+void nx_comm_lost_locked(nx_comm *c, const char *why) {
+  if (!atomic_load(&c->revoked)) nx_comm_revoke_locked(c, 1, why);
+}
+
+void nx_comm_on_revoke_locked(nx_ep *ep, const nx_frame *f) {
+  uint64_t id = f->comm_id;
+  uint32_t src = f->src;
+  nx_comm *c = nx_comm_find(ep, id);
+  if (!c) { /* not formed here yet (a successor or child): it is born revoked */
+    for (unsigned i = 0; i < ep->nrevoked_ids && i < 32; i++)
+      if (ep->revoked_ids[i] == id) return;
+    ep->revoked_ids[ep->nrevoked_ids++ % 32] = id;
+    if (ep->nrevoked_ids >= 64) ep->nrevoked_ids = 32;
+    return;
+  }
+  if (atomic_load(&c->revoked)) return;
+  char why[96];
+  uint32_t r = src < ep->world ? c->of_root[src] : UINT32_MAX;
+  uint32_t lost = f->root < ep->world ? c->of_root[f->root] : UINT32_MAX;
+  if (f->status == NEXAR_ERR_PEER_LOST && lost != UINT32_MAX && lost != c->rank) {
+    c->revoke_lost = lost;
+    snprintf(why, sizeof why, "revoked by rank %u: rank %u lost", r, lost);
+  } else {
+    snprintf(why, sizeof why, "revoked by rank %u", r);
+  }
+  nx_comm_revoke_locked(c, 1, why); /* forward once, then act */
 }
 
 uint32_t nexar_rank(const nexar_client *c) {
@@ -87,6 +211,19 @@ uint32_t nexar_world_size(const nexar_client *c) {
 }
 uint64_t nexar_comm_id(const nexar_client *c) {
   return c ? c->id : 0;
+}
+uint64_t nexar_view_epoch(const nexar_client *c) {
+  return c ? c->epoch : 0;
+}
+
+int nexar_revoke(nexar_client *c) {
+  if (!c) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "revoke: NULL communicator");
+  pthread_mutex_lock(&c->ep->mu);
+  char why[64];
+  snprintf(why, sizeof why, "nexar_revoke on rank %u", c->rank);
+  nx_comm_revoke_locked(c, 1, why);
+  pthread_mutex_unlock(&c->ep->mu);
+  return 0;
 }
 
 /* Posted receives of c fail with rc (pending sends keep going: their data is
@@ -171,6 +308,7 @@ void nx_comm_peer_dead_locked(nx_comm *c, uint32_t root_rank, const char *why) {
   d[i] = r;
   char msg[200];
   snprintf(msg, sizeof msg, "rank %u lost: %s", r, why);
+  int failed_ops = c->colls != NULL;
   nx_coll_fail_all_locked(c, NEXAR_ERR_PEER_LOST, msg);
   /* receives on c from it can never complete (it may have aborted only c) */
   nx_ep *ep = c->ep;
@@ -184,9 +322,18 @@ void nx_comm_peer_dead_locked(nx_comm *c, uint32_t root_rank, const char *why) {
         ep->posted_head = n;
       if (ep->posted_tail == x) ep->posted_tail = prev;
       nx_recv_finish(ep, x, NEXAR_ERR_PEER_LOST, msg);
+      failed_ops = 1;
     } else {
       prev = x;
     }
+  }
+  nx_agr_suspect_locked(c, r);
+  /* ULFM: an operation failed because a member is lost, so the communicator
+   * is revoked; AUTOMATIC recovery revokes and starts agreeing at once */
+  if (!atomic_load(&c->aborted) &&
+      (failed_ops || c->cfg.recovery_policy == NEXAR_RECOVERY_AUTOMATIC)) {
+    nx_comm_lost_locked(c, msg);
+    if (c->cfg.recovery_policy == NEXAR_RECOVERY_AUTOMATIC) nx_agr_start_locked(c, 0, 1);
   }
   notify_failure_locked(c);
 }
@@ -256,6 +403,7 @@ void nexar_client_del(nexar_client *c) {
   while (c->rpc_busy > 0)
     pthread_cond_wait(&c->rpc_idle, &ep->mu);
   nx_comm_fail_pending_locked(c, NEXAR_ERR_ABORTED, "communicator deleted");
+  nx_agr_free_all_locked(c);
   for (nx_comm **pp = &ep->comms; *pp; pp = &(*pp)->next)
     if (*pp == c) {
       *pp = c->next;

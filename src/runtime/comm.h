@@ -14,17 +14,32 @@ typedef struct nx_rpc_handler {
 } nx_rpc_handler;
 
 typedef struct nx_active_coll nx_active_coll;
+typedef struct nx_agr nx_agr;
+
+/* Largest agreement message (proto/agree.h) a peer may send: a PROMISE with
+ * two bit sets of NX_AGREE_MAX_N members, rounded up. */
+#define NX_AGR_MAX_BYTES 1280u
 
 struct nexar_client {
   nx_comm *next; /* in ep->comms */
   nx_ep *ep;
   uint64_t id;
+  uint64_t epoch;     /* of the view: 0 at formation, +1 per successor; split children inherit */
+  uint64_t parent_id; /* the communicator it was split or derived from (revoke reaches children) */
   uint32_t rank, size;
-  uint32_t *members; /* comm rank -> root rank */
+  uint32_t *members; /* comm rank -> root rank (= member id: unique for the cluster's life) */
   uint32_t *of_root; /* root rank -> comm rank, UINT32_MAX if not a member */
   nexar_config cfg;
   atomic_int aborted;
   char abort_why[160];
+  atomic_int revoked; /* only queries, recover, agree and del work (nexar_revoke) */
+  char revoke_why[160];
+  uint32_t revoke_lost; /* the rank a revoke notice named lost (UINT32_MAX: none) */
+  /* agreements (agreement.c), under ep->mu: instance 0 decides the successor
+   * view (nexar_recover), instance k >= 1 the k-th nexar_agree */
+  nx_agr *agrs;
+  uint64_t agree_seq;
+  int recovered; /* nexar_recover made the successor */
   /* collectives */
   uint64_t next_seq;
   nx_active_coll *colls; /* in flight, under ep->mu */
@@ -55,9 +70,10 @@ struct nexar_client {
  * NEXAR_DUMP_ON_TIMEOUT is set. Takes ep->mu. */
 void nx_comm_log_end(nx_comm *c, uint64_t id, int rc, const char *detail);
 
-/* Creates a communicator over ep (takes a reference on ep). */
+/* Creates a communicator over ep (takes a reference on ep) for view epoch
+ * `epoch`, derived from comm parent_id (0: none). */
 int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uint32_t my_root,
-                const nexar_config *cfg, nx_comm **out);
+                const nexar_config *cfg, uint64_t epoch, uint64_t parent_id, nx_comm **out);
 nx_comm *nx_comm_find(nx_ep *ep, uint64_t id); /* under ep->mu */
 /* Checks that c is usable: not NULL, not aborted. Sets the error text. */
 int nx_comm_check(nx_comm *c, const char *op);
@@ -69,6 +85,41 @@ int nx_comm_is_dead_locked(const nx_comm *c, uint32_t r);
 void nx_comm_remote_abort_locked(nx_ep *ep, uint64_t id, uint32_t root_rank);
 /* Fails everything pending on c with rc (under ep->mu). */
 void nx_comm_fail_pending_locked(nx_comm *c, int rc, const char *why);
+/* Revokes c (under ep->mu; idempotent): pending operations fail (PEER_LOST
+ * where a dead rank is involved, else ABORTED), later ones are refused, its
+ * queued messages are dropped, its split children are revoked, and with
+ * flood every live member is told (each forwards the notice once, so it
+ * spreads even if this rank dies right after). */
+void nx_comm_revoke_locked(nx_comm *c, int flood, const char *why);
+/* Comm rank r of c is dead, or was named lost by a revoke notice. */
+int nx_comm_lost_rank_locked(const nx_comm *c, uint32_t r);
+/* An operation on c failed because a member is lost: revokes c (ULFM). */
+void nx_comm_lost_locked(nx_comm *c, const char *why);
+/* A REVOKE notice for comm id from root rank src. */
+void nx_comm_on_revoke_locked(nx_ep *ep, const nx_frame *f);
+/* nx_comm_check for an operation with one peer (p2p, rpc): on a revoked c,
+ * PEER_LOST if that peer is dead on c, else ABORTED. */
+int nx_comm_check_peer(nx_comm *c, const char *op, uint32_t peer);
+
+/* ---- agreement.c: the fault-tolerant agreement (proto/agree.h) driven by
+ * the engine, under ep->mu unless said otherwise */
+/* An agreement message of instance f->tag of comm f->comm_id from root rank src. */
+void nx_agr_on_frame_locked(nx_ep *ep, uint32_t src, const nx_frame *f, const uint8_t *buf,
+                            size_t len);
+/* Comm rank r of c is dead: the agreements of c suspect it. */
+void nx_agr_suspect_locked(nx_comm *c, uint32_t r);
+/* Frees the agreements of c (it is being deleted). */
+void nx_agr_free_all_locked(nx_comm *c);
+/* Starts instance key of c with my flag (0 if already started). */
+int nx_agr_start_locked(nx_comm *c, uint64_t key, uint32_t flag);
+/* Runs instance key of c to its decision (starting it with flag if needed),
+ * waiting without ep->mu. Returns 0 and the outcome (enum nx_agree_outcome),
+ * the agreed flag and, in dead[c->size] (may be NULL), 1 for every member of
+ * the decided dead set; or an error (NOMEM). why gets the decision's reason. */
+int nx_agr_run(nx_comm *c, uint64_t key, uint32_t flag, int *outcome, uint32_t *agreed,
+               uint8_t *dead, char *why, size_t whylen);
+/* The periodic agreement timer of ep (all comms): runs what is due. */
+void nx_agr_timer_fn(nx_work *w);
 
 /* ---- coll_port.c hooks, called by the engine under ep->mu */
 /* Checks a collective frame against the local state: 0 accept, 1 drop. */

@@ -42,6 +42,7 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   pthread_mutex_init(&ep->mu, NULL);
   pthread_mutex_init(&ep->work_mu, NULL);
   atomic_init(&ep->timer_min, UINT64_MAX);
+  ep->agr_due = UINT64_MAX;
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -275,6 +275,14 @@ struct nx_ep {
   _Atomic uint64_t timer_min;
   uint64_t refused_hs, refused_logged_ns;        /* handshakes refused before any state (quic.c) */
   uint8_t retry_secret[32];                      /* keys our QUIC Retry tokens */
+  /* recovery (comm.c, agreement.c), under ep->mu */
+  nx_work agr_timer;       /* drives the agreements of every communicator */
+  uint64_t agr_due;        /* when agr_timer is armed for (UINT64_MAX: not) */
+  uint64_t revoked_ids[32]; /* revoked comms not created here yet: born revoked */
+  unsigned nrevoked_ids;
+  uint32_t agr_exit_sent;   /* NEXAR_TEST_AGREE_EXIT: messages of the hooked type sent */
+  int agr_frozen;           /* ...the hook fired: the process exits soon */
+  nx_work agr_exit;
   int retry_secret_ok;
   /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes
                                                                  by itself (0: awake) */

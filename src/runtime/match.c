@@ -140,6 +140,12 @@ void nx_match_arrived(nx_ep *ep, nx_msg *m) {
     m->discard = 1;
     nx_msg_finish_if_complete(ep, m);
     return;
+  case NX_KIND_REVOKE:
+    nx_comm_on_revoke_locked(ep, &m->f);
+    m->discard = 1;
+    nx_msg_finish_if_complete(ep, m);
+    return;
+  case NX_KIND_AGREE:
   case NX_KIND_RPC_REQ:
   case NX_KIND_RNDV_DONE:
   case NX_KIND_SHM_HELLO:

@@ -10,7 +10,8 @@
 static int is_internal(uint8_t kind) {
   return kind == NX_KIND_RPC_REQ || kind == NX_KIND_RPC_RESP || kind == NX_KIND_HEARTBEAT ||
          kind == NX_KIND_ABORT || kind == NX_KIND_COLL_FAIL || kind == NX_KIND_RNDV_DONE ||
-         kind == NX_KIND_SHM_HELLO || kind == NX_KIND_SHM_OK;
+         kind == NX_KIND_SHM_HELLO || kind == NX_KIND_SHM_OK || kind == NX_KIND_REVOKE ||
+         kind == NX_KIND_AGREE;
 }
 
 static int is_rndv_ctl(uint8_t kind) {
@@ -201,11 +202,14 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
         return nx_fail(NEXAR_ERR_PROTOCOL, "control frame of %llu bytes from rank %u",
                        (unsigned long long)f.length, p->rank);
       if ((f.kind == NX_KIND_HEARTBEAT || f.kind == NX_KIND_ABORT || f.kind == NX_KIND_COLL_FAIL ||
-           f.kind == NX_KIND_RNDV_DONE || f.kind == NX_KIND_SHM_OK) &&
+           f.kind == NX_KIND_RNDV_DONE || f.kind == NX_KIND_SHM_OK || f.kind == NX_KIND_REVOKE) &&
           f.length != 0)
         return nx_fail(NEXAR_ERR_PROTOCOL, "control frame with payload from rank %u", p->rank);
       if (f.kind == NX_KIND_LANE)
         return nx_fail(NEXAR_ERR_PROTOCOL, "lane frame on a QUIC stream from rank %u", p->rank);
+      if (f.kind == NX_KIND_AGREE && (f.length == 0 || f.length > NX_AGR_MAX_BYTES))
+        return nx_fail(NEXAR_ERR_PROTOCOL, "agreement frame of %llu bytes from rank %u",
+                       (unsigned long long)f.length, p->rank);
       if (f.kind == NX_KIND_SHM_HELLO && f.length != NX_PATH_HELLO_LEN)
         return nx_fail(NEXAR_ERR_PROTOCOL, "malformed same-host probe from rank %u", p->rank);
       nx_msg *m = nx_calloc(1, sizeof *m);
@@ -343,6 +347,11 @@ static void msg_finish(nx_ep *ep, nx_msg *m) {
   }
   if (m->f.kind == NX_KIND_RPC_REQ && !m->queued) {
     nx_rpc_on_request_locked(ep, m);
+    return;
+  }
+  if (m->f.kind == NX_KIND_AGREE) {
+    nx_agr_on_frame_locked(ep, m->peer->rank, &m->f, m->buf, (size_t)m->got);
+    nx_msg_free(ep, m);
     return;
   }
   if (is_rndv_ctl(m->f.kind)) {

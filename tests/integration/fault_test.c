@@ -12,7 +12,9 @@
  *                set far higher, so only the abort notice can explain it); rank 2
  *                then enters the op and must fail at once with PEER_LOST; later
  *                calls on rank 0 fail at once with ABORTED; failed_ranks on 1
- *                and 2 is {0}; point-to-point between 1 and 2 still works.
+ *                and 2 is {0}; the world is revoked (p2p between 1 and 2
+ *                fails with ABORTED), and on the view 1 and 2 recover to
+ *                (same id, epoch 1, world 2) point-to-point works.
  *   abort_nb     nexar_abort wakes non-blocking requests (barrier_nb, recv_nb)
  *                of the aborted communicator: their waits return ABORTED.
  *   abort_bulk   World 2; rank 0 aborts a 16 MiB allreduce that rank 1 never
@@ -92,6 +94,17 @@ static nexar_config fault_config(void) {
   cfg.heartbeat_timeout_ms = HB_TIMEOUT_MS;
   cfg.recovery_policy = NEXAR_RECOVERY_MANUAL;
   return cfg;
+}
+
+typedef struct recover_arg {
+  nexar_client *c, *out;
+  int rc;
+} recover_arg;
+
+static void *recover_main(void *p) {
+  recover_arg *a = p;
+  a->rc = nexar_recover(a->c, &a->out);
+  return NULL;
 }
 
 /* ------------------------------------------------------------ one op */
@@ -241,15 +254,42 @@ static void scenario_abort(enum op op) {
   check(failed_set_is(c[2], dead0, 1, got, sizeof got), name, "rank 2 failed_ranks = %s (want {0})",
         got);
 
-  /* point-to-point between the live ranks 1 and 2 keeps working */
+  /* an operation failed because a member is lost, so the communicator is
+   * revoked (ULFM): point-to-point between the live ranks fails at once... */
   uint32_t v = 0xC0FFEE, in = 0;
-  nexar_request *rq = NULL;
-  rc = nexar_recv_nb(c[1], &in, sizeof in, 2, 77, &rq);
-  int rc2 = rc ? rc : nexar_send(c[2], &v, sizeof v, 1, 77);
-  int rc3 = rq ? nexar_wait(rq) : rc;
-  check(rc == 0 && rc2 == 0 && rc3 == 0 && in == v, name,
-        "p2p between live ranks 2 -> 1 after the failure: recv_nb %s, send %s, wait %s",
-        code_name(rc), code_name(rc2), code_name(rc3));
+  rc = nexar_send(c[2], &v, sizeof v, 1, 77);
+  check(rc == NEXAR_ERR_ABORTED, name, "p2p between live ranks 2 -> 1 on the revoked world: %s",
+        code_name(rc));
+  /* ...and works on the communicator the survivors recover to */
+  recover_arg ra[2] = {{c[1], NULL, -1}, {c[2], NULL, -1}};
+  pthread_t rt[2];
+  for (int i = 0; i < 2; i++)
+    pthread_create(&rt[i], NULL, recover_main, &ra[i]);
+  for (int i = 0; i < 2; i++)
+    pthread_join(rt[i], NULL);
+  check(ra[0].rc == 0 && ra[1].rc == 0 && ra[0].out && ra[1].out, name,
+        "recover on ranks 1 and 2: %s, %s", code_name(ra[0].rc), code_name(ra[1].rc));
+  if (ra[0].out && ra[1].out) {
+    check(nexar_comm_id(ra[0].out) == nexar_comm_id(ra[1].out) &&
+              nexar_view_epoch(ra[0].out) == 1 && nexar_view_epoch(ra[1].out) == 1 &&
+              nexar_world_size(ra[0].out) == 2 && nexar_rank(ra[0].out) == 0 &&
+              nexar_rank(ra[1].out) == 1,
+          name, "recovered views: comm %llx/%llx epoch %llu/%llu world %u ranks %u,%u",
+          (unsigned long long)nexar_comm_id(ra[0].out),
+          (unsigned long long)nexar_comm_id(ra[1].out),
+          (unsigned long long)nexar_view_epoch(ra[0].out),
+          (unsigned long long)nexar_view_epoch(ra[1].out), nexar_world_size(ra[0].out),
+          nexar_rank(ra[0].out), nexar_rank(ra[1].out));
+    nexar_request *rq = NULL;
+    rc = nexar_recv_nb(ra[0].out, &in, sizeof in, 1, 77, &rq);
+    int rc2 = rc ? rc : nexar_send(ra[1].out, &v, sizeof v, 0, 77);
+    int rc3 = rq ? nexar_wait(rq) : rc;
+    check(rc == 0 && rc2 == 0 && rc3 == 0 && in == v, name,
+          "p2p between live ranks 2 -> 1 after recovery: recv_nb %s, send %s, wait %s",
+          code_name(rc), code_name(rc2), code_name(rc3));
+  }
+  for (int i = 0; i < 2; i++)
+    nexar_client_del(ra[i].out);
 
   double t = now_ms();
   for (int i = 0; i < 3; i++)

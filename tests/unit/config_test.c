@@ -103,7 +103,9 @@ static void test_defaults(void) {
   CHECK(c.bind_addr == NULL);
   CHECK(c.adapter == NULL);
   CHECK(c.unexpected_budget_bytes == (size_t)256 << 20);
-  CHECK(NX_CONFIG_SIZE_V2 == sizeof(nexar_config));
+  CHECK(c.recovery_quorum == NEXAR_QUORUM_MAJORITY);
+  CHECK(NX_CONFIG_SIZE_V3 == sizeof(nexar_config));
+  CHECK(nx_config_size_known(NX_CONFIG_SIZE_V2));
   CHECK(nx_config_size_known(NX_CONFIG_SIZE_V1));
   CHECK(nx_config_size_known(sizeof(nexar_config)));
   memcpy(&base, &c, sizeof c);
@@ -114,7 +116,7 @@ static void test_null_and_sizes(void) {
   CHECK(nexar_config_default(NULL) == NEXAR_ERR_INVALID_ARGUMENT);
   CHECK(err_has("cfg is NULL"));
   CHECK(nexar_config_default_sized(NULL, sizeof(nexar_config)) == NEXAR_ERR_INVALID_ARGUMENT);
-  const size_t bad[] = {0, 7, sizeof(nexar_config) - 16, sizeof(nexar_config) - 1,
+  const size_t bad[] = {0, 7, NX_CONFIG_SIZE_V1 - 8, sizeof(nexar_config) - 1,
                         sizeof(nexar_config) + 8};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     unsigned char buf[sizeof(nexar_config) + 64], ref[sizeof buf];
