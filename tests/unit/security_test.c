@@ -169,8 +169,8 @@ typedef struct split_arg {
 
 static void *split_main(void *p) {
   split_arg *a = p;
-  uint32_t r = nexar_rank(a->c);
-  a->rc = nexar_split(a->c, r == 0 ? NEXAR_COLOR_NONE : 1, r, &a->child);
+  const uint32_t zero = 0;
+  a->rc = nexar_rebuild_excluding(a->c, &zero, 1, &a->child);
   return NULL;
 }
 
@@ -178,16 +178,6 @@ static void test_malformed(int what) {
   nexar_config cfg = base_cfg(NULL, 5000);
   nexar_client *c[3];
   CHECK(nexar_bootstrap_local(c, 3, &cfg) == 0, "bootstrap");
-  /* a communicator without rank 0, to show the other connections survive */
-  split_arg sa[3];
-  pthread_t st[3];
-  for (int i = 0; i < 3; i++) {
-    sa[i] = (split_arg){c[i], NULL, -1};
-    pthread_create(&st[i], NULL, split_main, &sa[i]);
-  }
-  for (int i = 0; i < 3; i++)
-    pthread_join(st[i], NULL);
-  CHECK(sa[0].rc == 0 && sa[1].rc == 0 && sa[2].rc == 0 && sa[1].child && sa[2].child, "split");
   send_corrupt(c[0], 1, what);
   char buf[16];
   int rc = nexar_recv(c[1], buf, sizeof buf, 0, 9);
@@ -203,7 +193,17 @@ static void test_malformed(int what) {
   /* PEER_LOST when rank 0's notice (naming rank 1, which closed on it) came first */
   CHECK(rc == NEXAR_ERR_ABORTED || rc == NEXAR_ERR_PEER_LOST,
         "recv on the revoked world gave %d, want ABORTED or PEER_LOST", rc);
-  /* ...and the other connections keep working */
+  /* ...and the other connections keep working: ranks 1 and 2 rebuild
+   * without rank 0 (the successor of a revoked view is not revoked) */
+  split_arg sa[3];
+  pthread_t st[3];
+  for (int i = 1; i < 3; i++) {
+    sa[i] = (split_arg){c[i], NULL, -1};
+    pthread_create(&st[i], NULL, split_main, &sa[i]);
+  }
+  for (int i = 1; i < 3; i++)
+    pthread_join(st[i], NULL);
+  CHECK(sa[1].rc == 0 && sa[2].rc == 0 && sa[1].child && sa[2].child, "rebuild without rank 0");
   CHECK(nexar_send(sa[2].child, "x", 1, 0, 3) == 0 && nexar_recv(sa[1].child, buf, 1, 1, 3) == 0,
         "rank 2 to rank 1 without rank 0");
   nexar_client_del(sa[1].child);
