@@ -103,6 +103,7 @@ static void apply_locked(nx_comm *c, nx_agr *g) {
 /* Carries out what the state machine asks for. */
 static void pump_locked(nx_comm *c, nx_agr *g) {
   nx_agree_action act;
+  int decided = 0;
   if (c->ep->agr_frozen) return;
   while (nx_agree_pop(&g->a, &act)) {
     if (act.kind == NX_AGREE_SEND) {
@@ -118,9 +119,13 @@ static void pump_locked(nx_comm *c, nx_agr *g) {
       NX_DEBUG("comm %llu rank %u: agreement %llu at epoch %llu decided %d (%u dead) %s",
                (unsigned long long)c->id, c->rank, (unsigned long long)g->key,
                (unsigned long long)c->epoch, d->outcome, d->ndead, d->reason);
-      if (g->req) nx_req_complete(g->req, 0, NULL);
+      decided = 1;
     }
   }
+  /* the caller learns it after the sends (a test hook that fired during them
+   * keeps this process from acting on the decision before it exits) */
+  if (decided && g->req && !c->ep->agr_frozen) nx_req_complete(g->req, 0, NULL);
+  if (c->ep->agr_frozen) return;
   if (g->a.nomem && g->req) nx_req_complete(g->req, NEXAR_ERR_NOMEM, "agreement: out of memory");
   arm_locked(c->ep, nx_agree_next_deadline(&g->a));
   apply_locked(c, g);

@@ -1,4 +1,5 @@
-# Shared by the network-namespace tests: three hosts ${P}h1..3, each with an
+# Shared by the network-namespace tests: NX_HOSTS hosts (default three)
+# ${P}h1..N, each with an
 # eth0 at SUBNET.1..3/24, joined by a bridge living in a fourth namespace
 # ${P}br, so no address outside these namespaces is ever used. With a third
 # argument (an IPv6 /64 prefix, e.g. fd00:6e78:), eth0 also gets PREFIX:N/64
@@ -15,7 +16,7 @@ nx_netns_up() {
   fi
   ip netns add "$BR" || { echo "SKIP: cannot create namespaces"; exit 77; }
   ip -n "$BR" link add br0 type bridge && ip -n "$BR" link set br0 up
-  for i in 1 2 3; do
+  for i in $(seq "${NX_HOSTS:-3}"); do
     ip netns add "${P}h$i"
     ip link add "${P}v$i" type veth peer name "${P}b$i"
     ip link set "${P}v$i" netns "${P}h$i"
@@ -32,7 +33,7 @@ nx_netns_up() {
 
 nx_netns_down() {
   local i
-  for i in 1 2 3; do ip netns del "${P}h$i" 2>/dev/null; done
+  for i in $(seq "${NX_HOSTS:-3}"); do ip netns del "${P}h$i" 2>/dev/null; done
   ip netns del "$BR" 2>/dev/null
   return 0
 }

@@ -183,3 +183,10 @@ add_test(NAME integration.admission
 set_tests_properties(integration.admission PROPERTIES TIMEOUT 240 LABELS "integration;timing"
                      RUN_SERIAL TRUE)
 # END admission
+# Recovery by agreement (ULFM-like): one rank per network namespace; kills,
+# silent and asymmetric cuts, a dying coordinator, cascades, partitions, a soak.
+add_test(NAME integration.recover
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/recover_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:recover_worker>)
+set_tests_properties(integration.recover PROPERTIES TIMEOUT 480
+                     LABELS "integration;netns" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
