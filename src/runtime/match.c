@@ -163,6 +163,14 @@ void nx_match_arrived(nx_ep *ep, nx_msg *m) {
   default:
     break;
   }
+  nx_comm *vc = nx_comm_find(ep, m->f.comm_id);
+  if (vc && atomic_load(&vc->revoked)) { /* a frame of an old view: never delivered */
+    if (m->peer) m->peer->st.stale_frames++;
+    m->discard = 1;
+    nx_msg_release_credit(ep, m);
+    nx_msg_finish_if_complete(ep, m);
+    return;
+  }
   nx_recv *prev = NULL;
   for (nx_recv *r = ep->posted_head; r; prev = r, r = r->next) {
     if (!key_match(&r->key, &m->f, 0)) continue;
