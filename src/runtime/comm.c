@@ -86,15 +86,17 @@ int nx_comm_check(nx_comm *c, const char *op) {
     return nx_fail(NEXAR_ERR_ABORTED, "%s on comm %llu: communicator aborted (%s)", op,
                    (unsigned long long)c->id, c->abort_why);
   if (atomic_load(&c->revoked)) {
-    pthread_mutex_lock(&c->ep->mu);
+    char why[160];
+    pthread_mutex_lock(&c->ep->mu); /* revoke_why is written under it */
     int rc = c->ndead || c->revoke_lost != UINT32_MAX ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED;
     uint32_t d = c->ndead ? c->dead[0] : c->revoke_lost;
+    snprintf(why, sizeof why, "%s", c->revoke_why);
     pthread_mutex_unlock(&c->ep->mu);
     if (rc == NEXAR_ERR_PEER_LOST)
       return nx_fail(rc, "%s on comm %llu: communicator revoked, rank %u is dead (%s)", op,
-                     (unsigned long long)c->id, d, c->revoke_why);
+                     (unsigned long long)c->id, d, why);
     return nx_fail(rc, "%s on comm %llu: communicator revoked (%s)", op,
-                   (unsigned long long)c->id, c->revoke_why);
+                   (unsigned long long)c->id, why);
   }
   return 0;
 }
@@ -102,14 +104,16 @@ int nx_comm_check(nx_comm *c, const char *op) {
 int nx_comm_check_peer(nx_comm *c, const char *op, uint32_t peer) {
   if (!c || !atomic_load(&c->revoked) || atomic_load(&c->aborted) || peer >= c->size)
     return nx_comm_check(c, op);
+  char why[160];
   pthread_mutex_lock(&c->ep->mu);
   int dead = nx_comm_lost_rank_locked(c, peer);
+  snprintf(why, sizeof why, "%s", c->revoke_why);
   pthread_mutex_unlock(&c->ep->mu);
   if (dead)
     return nx_fail(NEXAR_ERR_PEER_LOST, "%s rank %u on comm %llu: rank %u is dead (revoked: %s)",
-                   op, peer, (unsigned long long)c->id, peer, c->revoke_why);
+                   op, peer, (unsigned long long)c->id, peer, why);
   return nx_fail(NEXAR_ERR_ABORTED, "%s rank %u on comm %llu: communicator revoked (%s)", op, peer,
-                 (unsigned long long)c->id, c->revoke_why);
+                 (unsigned long long)c->id, why);
 }
 
 /* Drops c's queued messages: after a revoke nothing can receive them. */

@@ -31,7 +31,7 @@ set -u
 SEED=$1 WORKER=$2
 shift 2
 SCENARIOS=${*:-"kill_bigallreduce silent p2p_revoke coord_collect coord_accept coord_commit cascade rounds asym partition soak"}
-export NX_HOSTS=6
+export NX_HOSTS=${NX_HOSTS:-6}
 nx_netns_session nxr$$ 10.79.0
 trap 'pkill -KILL -f "$WORKER" 2>/dev/null; for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; nx_netns_down; rm -f /tmp/$P.*' EXIT
 export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
@@ -328,6 +328,26 @@ scenario_soak() {
     for r in 0 1 2 3; do [ $r = $victim ] || s+=($r); done
     check_detect soak$k "$t" 1500 PEER_LOST "${s[@]}" >/dev/null
     check_views "soak$k (victim $victim after ${delay} ms)" "" "${s[@]}"
+  done
+}
+
+# scale (not in the default list): detection and recovery time against N
+# (SCALE_NS, default "4 8 16"; needs NX_HOSTS >= the largest), SCALE_RUNS each
+scenario_scale() {
+  local n k victim t s r
+  for n in ${SCALE_NS:-4 8 16}; do
+    for k in $(seq "${SCALE_RUNS:-3}"); do
+      victim=$((1 + RANDOM % (n - 1)))
+      start_world scale${n}x $n allreduce || continue
+      sleep 1
+      t=$(now_ms)
+      kill_rank $victim
+      end_world
+      s=()
+      for r in $(seq 0 $((n - 1))); do [ $r = $victim ] || s+=($r); done
+      check_detect "scale${n}x" "$t" 3000 PEER_LOST "${s[@]}" >/dev/null
+      check_views "scale$n run $k (victim $victim)" "" "${s[@]}" | cut -c1-120
+    done
   done
 }
 
