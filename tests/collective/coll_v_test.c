@@ -10,7 +10,9 @@
  *   verr      mismatched counts, wrong sizes, overlaps, overflow; the
  *             communicator keeps working after each
  *   vlarge    blocks of several MiB (rendezvous path), segmented ring
- *   sendrecv  pair exchange of 9 MiB both ways, self, ring shift, refusals */
+ *   sendrecv  pair exchange of 9 MiB both ways, self, ring shift, refusals
+ *   proc      ops, v, vnb, verr, sendrecv with one process per rank (under
+ *             nexar-run, which sets NEXAR_SEED_ADDR) */
 #include "coll_test.h"
 #include "collective/algo.h"
 
@@ -594,9 +596,26 @@ static void suite_sendrecv(void) {
   t_run_world(3, sendrecv_rank, NULL);
 }
 
+/* One process per rank (launched by nexar-run, which sets NEXAR_SEED_ADDR):
+ * the same rank functions from this process's point of view. */
+static void suite_proc(void) {
+  nexar_client *c = NULL;
+  int rc = nexar_init_from_env(&c);
+  if (rc) t_fatal(NULL, __LINE__, "init_from_env: %d %s", rc, nexar_last_error());
+  tctx t = {.c = c, .rank = nexar_rank(c), .n = nexar_world_size(c)};
+  ops_rank(&t);
+  v_rank(&t);
+  vnb_rank(&t);
+  if (t.n >= 3) verr_rank(&t);
+  sendrecv_rank(&t);
+  nexar_client_del(c);
+}
+
 int main(int argc, char **argv) {
   const char *s = argc > 1 ? argv[1] : "ops";
-  if (!strcmp(s, "ops"))
+  if (!strcmp(s, "proc"))
+    suite_proc();
+  else if (!strcmp(s, "ops"))
     suite_ops();
   else if (!strcmp(s, "v"))
     suite_v();

@@ -44,3 +44,8 @@ foreach(suite ops v vnb verr vlarge sendrecv)
   add_test(NAME collective.v_${suite} COMMAND coll_v_test ${suite})
   set_tests_properties(collective.v_${suite} PROPERTIES TIMEOUT 120 LABELS "collective")
 endforeach()
+# The same checks with one process per rank.
+add_test(NAME collective.v_processes
+         COMMAND $<TARGET_FILE:nexar-run> -n 3 --timeout 100 -- $<TARGET_FILE:coll_v_test> proc)
+set_tests_properties(collective.v_processes PROPERTIES TIMEOUT 120 LABELS "collective;integration"
+                     ENVIRONMENT "NEXAR_COLLECTIVE_TIMEOUT_MS=10000;NEXAR_BARRIER_TIMEOUT_MS=10000")
