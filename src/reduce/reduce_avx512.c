@@ -227,29 +227,76 @@ K_INT(k_min_i64, 8, _mm512_min_epi64)
 K_INT(k_max_i64, 8, _mm512_max_epi64)
 K_INT(k_min_u64, 8, _mm512_min_epu64)
 K_INT(k_max_u64, 8, _mm512_max_epu64)
+/* Bitwise operators: the same bits whatever the element width or sign. */
+K_INT(k_band_x8, 1, _mm512_and_si512)
+K_INT(k_bor_x8, 1, _mm512_or_si512)
+K_INT(k_bxor_x8, 1, _mm512_xor_si512)
+K_INT(k_band_x32, 4, _mm512_and_si512)
+K_INT(k_bor_x32, 4, _mm512_or_si512)
+K_INT(k_bxor_x32, 4, _mm512_xor_si512)
+K_INT(k_band_x64, 8, _mm512_and_si512)
+K_INT(k_bor_x64, 8, _mm512_or_si512)
+K_INT(k_bxor_x64, 8, _mm512_xor_si512)
 
 /* Indexed [nexar_dtype][nexar_op]. */
-static const kernel_fn kernels[10][4] = {
-    {k_sum_f32, k_prod_f32, k_min_f32, k_max_f32},
-    {k_sum_f64, k_prod_f64, k_min_f64, k_max_f64},
-    {k_sum_f16, k_prod_f16, k_min_f16, k_max_f16},
-    {k_sum_bf16, k_prod_bf16, k_min_bf16, k_max_bf16},
-    {k_sum_x8, k_prod_x8, k_min_i8, k_max_i8},
-    {k_sum_x32, k_prod_x32, k_min_i32, k_max_i32},
-    {k_sum_x64, k_prod_x64, k_min_i64, k_max_i64},
-    {k_sum_x8, k_prod_x8, k_min_u8, k_max_u8},
-    {k_sum_x32, k_prod_x32, k_min_u32, k_max_u32},
-    {k_sum_x64, k_prod_x64, k_min_u64, k_max_u64},
+/* NEXAR_AVG reduces as a sum (the division is a separate pass); the bitwise
+ * operators have no float kernels (callers refuse them). */
+static const kernel_fn kernels[10][8] = {
+    {k_sum_f32, k_prod_f32, k_min_f32, k_max_f32, k_sum_f32, NULL, NULL, NULL},
+    {k_sum_f64, k_prod_f64, k_min_f64, k_max_f64, k_sum_f64, NULL, NULL, NULL},
+    {k_sum_f16, k_prod_f16, k_min_f16, k_max_f16, k_sum_f16, NULL, NULL, NULL},
+    {k_sum_bf16, k_prod_bf16, k_min_bf16, k_max_bf16, k_sum_bf16, NULL, NULL, NULL},
+    {k_sum_x8, k_prod_x8, k_min_i8, k_max_i8, k_sum_x8, k_band_x8, k_bor_x8, k_bxor_x8},
+    {k_sum_x32, k_prod_x32, k_min_i32, k_max_i32, k_sum_x32, k_band_x32, k_bor_x32, k_bxor_x32},
+    {k_sum_x64, k_prod_x64, k_min_i64, k_max_i64, k_sum_x64, k_band_x64, k_bor_x64, k_bxor_x64},
+    {k_sum_x8, k_prod_x8, k_min_u8, k_max_u8, k_sum_x8, k_band_x8, k_bor_x8, k_bxor_x8},
+    {k_sum_x32, k_prod_x32, k_min_u32, k_max_u32, k_sum_x32, k_band_x32, k_bor_x32, k_bxor_x32},
+    {k_sum_x64, k_prod_x64, k_min_u64, k_max_u64, k_sum_x64, k_band_x64, k_bor_x64, k_bxor_x64},
 };
 
 void nx_reduce3_avx512(void *dst, const void *a, const void *b, size_t count, nexar_dtype dt,
                        nexar_op op) {
-  size_t done = kernels[dt][op](dst, a, b, count);
+  kernel_fn k = kernels[dt][op];
+  if (!k) return;
+  size_t done = k(dst, a, b, count);
   if (done < count) {
     size_t off = done * nexar_dtype_size(dt);
     nx_reduce3_scalar((uchar *)dst + off, (const uchar *)a + off, (const uchar *)b + off,
                       count - done, dt, op);
   }
+}
+
+/* The average's division for f32 and f64, as in reduce_avx2.c. */
+static TGT size_t avg_f32(uchar *p, size_t count, uint32_t n) {
+  __m512 d = _mm512_set1_ps((float)n);
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    __m512 q = _mm512_div_ps(_mm512_loadu_ps((const float *)(p + 4 * i)), d);
+    _mm512_storeu_ps((float *)(p + 4 * i), canon_ps(q));
+  }
+  return i;
+}
+
+static TGT size_t avg_f64(uchar *p, size_t count, uint32_t n) {
+  __m512d d = _mm512_set1_pd((double)n);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m512d q = _mm512_div_pd(_mm512_loadu_pd((const double *)(p + 8 * i)), d);
+    _mm512_storeu_pd((double *)(p + 8 * i), canon_pd(q));
+  }
+  return i;
+}
+
+void nx_avg_div_avx512(void *buf, size_t count, nexar_dtype dt, uint32_t n) {
+  if (dt == NEXAR_F16 || dt == NEXAR_BF16) { /* the AVX2 kernels (this CPU has them) */
+    nx_avg_div_avx2(buf, count, dt, n);
+    return;
+  }
+  size_t done = 0;
+  if (n > 1 && dt == NEXAR_F32) done = avg_f32(buf, count, n);
+  if (n > 1 && dt == NEXAR_F64) done = avg_f64(buf, count, n);
+  size_t off = done * nexar_dtype_size(dt);
+  nx_avg_div_scalar((uchar *)buf + off, count - done, dt, n);
 }
 
 #else
