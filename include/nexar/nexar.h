@@ -520,9 +520,23 @@ NEXAR_EXTERN int nexar_revoke(nexar_client *c);
  * recovery_timeout_ms passed); NEXAR_ERR_INVALID_ARGUMENT (NULL);
  * NEXAR_ERR_NOMEM. */
 NEXAR_EXTERN int nexar_agree(nexar_client *c, uint32_t *flag);
-/** Elastic resize point (collective). */
+/** Elastic resize point, a collective over c (no _nb op of c may be in
+ * flight). Every rank's leave flag is gathered (a checkpoint without a change
+ * costs about one small all_gather); if ranks leave, the staying ranks get
+ * *out, the successor view (epoch + 1, the stayers in their old order, RPC
+ * handlers and failure callback inherited, nexar_elastic_info filled), and a
+ * leaver gets 0 with *out = NULL. After a resize the old c (a leaver's too)
+ * accepts only queries and nexar_client_del: other calls give
+ * NEXAR_ERR_ABORTED ("left at checkpoint k" / "resized at checkpoint k").
+ * Without a change *out = NULL. Joiners into a formed world are not admitted
+ * yet: the seed refuses them. Returns 0; NEXAR_ERR_INVALID_ARGUMENT (NULL, an
+ * _nb collective in flight); NEXAR_ERR_ABORTED (the departures would go below
+ * elastic_min_world: nothing changes, on every rank); the errors of a
+ * collective (PEER_LOST: recover first, MISMATCH, TIMEOUT); NEXAR_ERR_NOMEM. */
 NEXAR_EXTERN int nexar_elastic_checkpoint(nexar_client *c, nexar_client **out);
-/** Leave at the next elastic checkpoint. */
+/** Marks this rank to leave at the next nexar_elastic_checkpoint. Returns 0,
+ * or NEXAR_ERR_INVALID_ARGUMENT (NULL), NEXAR_ERR_ABORTED (c aborted,
+ * resized or revoked; PEER_LOST when revoked after a loss). */
 NEXAR_EXTERN int nexar_elastic_leave(nexar_client *c);
 /** What the resize that made c changed, identical on every member of c. On a
  * communicator not made by a resize: epoch as nexar_view_epoch, old_world =

@@ -222,22 +222,83 @@ int nexar_elastic_info_get_sized(const nexar_client *c, nexar_elastic_info *out,
   if (!c || !out || size < sizeof(size_t))
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "elastic_info_get: NULL argument or size %zu",
                    size);
-  nexar_elastic_info e = {0};
+  nexar_elastic_info e = c->einfo;
   e.struct_size = sizeof e < size ? sizeof e : size;
-  e.epoch = c->epoch;
-  e.old_world = e.new_world = c->size;
-  e.old_rank = c->rank;
   memcpy(out, &e, e.struct_size);
   return 0;
 }
 
+/* A resize point. Today's changes are departures (nexar_elastic_leave): one
+ * all_gather of every rank's leave flag, so a checkpoint without a change
+ * costs about one barrier, and every rank computes the same new view from
+ * the same flags. Joiners through a formed world's seed are not admitted
+ * yet (the seed refuses them, saying so). */
 int nexar_elastic_checkpoint(nexar_client *c, nexar_client **out) {
   if (out) *out = NULL;
-  return nx_fail(c && out ? NEXAR_ERR_UNSUPPORTED : NEXAR_ERR_INVALID_ARGUMENT,
-                 "elastic_checkpoint: elastic membership is not implemented yet");
+  if (!c || !out) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "elastic_checkpoint: NULL argument");
+  int rc = nx_comm_check(c, "elastic_checkpoint");
+  if (rc) return rc;
+  nx_ep *ep = c->ep;
+  pthread_mutex_lock(&ep->mu);
+  int busy = c->colls != NULL;
+  uint64_t k = ++c->checkpoints;
+  pthread_mutex_unlock(&ep->mu);
+  if (busy)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "elastic_checkpoint on comm %llu: a non-blocking collective is in flight",
+                   (unsigned long long)c->id);
+  uint32_t mine = (uint32_t)atomic_load(&c->leave), *flags = malloc(c->size * sizeof *flags);
+  uint32_t *members = malloc(c->size * sizeof *members);
+  if (!flags || !members) {
+    free(flags), free(members);
+    return nx_fail(NEXAR_ERR_NOMEM, "elastic_checkpoint");
+  }
+  rc = nexar_all_gather(c, &mine, flags, 1, NEXAR_U32);
+  uint32_t m = 0, left = 0;
+  for (uint32_t r = 0; r < c->size && !rc; r++) {
+    if (flags[r] > 1)
+      rc = nx_fail(NEXAR_ERR_PROTOCOL, "elastic_checkpoint on comm %llu: rank %u sent flag %u",
+                   (unsigned long long)c->id, r, flags[r]);
+    else if (flags[r])
+      left++;
+    else
+      members[m++] = r;
+  }
+  uint32_t min = c->cfg.elastic_min_world ? c->cfg.elastic_min_world : 1;
+  if (!rc && left && m < min)
+    rc = nx_fail(NEXAR_ERR_ABORTED,
+                 "elastic_checkpoint #%llu on comm %llu: %u of %u ranks leaving would leave %u, "
+                 "below elastic_min_world %u; the view stays",
+                 (unsigned long long)k, (unsigned long long)c->id, left, c->size, m, min);
+  nexar_client *child = NULL;
+  if (!rc && left && !mine) {
+    uint64_t epoch = c->epoch + 1;
+    rc = nx_comm_derive_view(c, successor_id(c, epoch, members, m), members, m, epoch, &child);
+    if (!rc) {
+      inherit(c, child);
+      child->einfo.old_world = c->size;
+      child->einfo.new_world = m;
+      child->einfo.left = left;
+      child->einfo.old_rank = c->rank;
+    }
+  }
+  if (!rc && left) { /* the old view takes only queries and del from now on */
+    pthread_mutex_lock(&ep->mu);
+    snprintf(c->abort_why, sizeof c->abort_why, "%s at checkpoint %llu",
+             mine ? "left" : "resized", (unsigned long long)k);
+    atomic_store(&c->aborted, 1);
+    pthread_mutex_unlock(&ep->mu);
+  }
+  free(flags);
+  free(members);
+  *out = child;
+  return rc;
 }
 
 int nexar_elastic_leave(nexar_client *c) {
-  return nx_fail(c ? NEXAR_ERR_UNSUPPORTED : NEXAR_ERR_INVALID_ARGUMENT,
-                 "elastic_leave: elastic membership is not implemented yet");
+  int rc = nx_comm_check(c, "elastic_leave");
+  if (rc) return rc;
+  atomic_store(&c->leave, 1);
+  return 0;
 }
+

@@ -39,6 +39,10 @@ int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uin
   c->id = id;
   c->revoke_lost = UINT32_MAX;
   c->epoch = epoch;
+  c->einfo.struct_size = sizeof c->einfo;
+  c->einfo.epoch = epoch;
+  c->einfo.old_world = c->einfo.new_world = n;
+  c->einfo.old_rank = c->rank;
   c->parent_id = parent_id;
   c->ep = ep;
   c->next_seq = 1;

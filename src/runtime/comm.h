@@ -40,6 +40,10 @@ struct nexar_client {
   nx_agr *agrs;
   uint64_t agree_seq;
   int recovered; /* nexar_recover made the successor */
+  /* elastic membership (cluster/membership.c) */
+  atomic_int leave;     /* nexar_elastic_leave: go at the next checkpoint */
+  uint64_t checkpoints; /* nexar_elastic_checkpoint calls so far */
+  nexar_elastic_info einfo; /* what the resize that made it changed */
   /* collectives */
   uint64_t next_seq;
   nx_active_coll *colls; /* in flight, under ep->mu */
