@@ -123,6 +123,19 @@ static void ops_rank(tctx *t) {
       }
       ops_one(t, counts[(d + o) % 4], dt, op, salt++);
     }
+  /* compressed allreduce: avg (ratio 1 keeps every element: exactly the average) */
+  {
+    nexar_compressor *cp = NULL;
+    T_RC(t, nexar_compressor_topk_new(&cp, 1.0));
+    float v[37], resid[37] = {0}, e[37];
+    t_fill(v, 37, NEXAR_F32, NEXAR_AVG, t->rank, 0, 77);
+    t_fold(e, 37, NEXAR_F32, NEXAR_AVG, 0, t->n, 0, 77);
+    T_RC(t, nexar_all_reduce_compressed(t->c, v, 37, NEXAR_F32, NEXAR_AVG, cp, resid));
+    T_BUF(t, "compressed avg", v, e, 37, NEXAR_F32);
+    int x = nexar_all_reduce_compressed(t->c, v, 37, NEXAR_F32, NEXAR_BXOR, cp, resid);
+    T_CHECK(t, x == NEXAR_ERR_INVALID_ARGUMENT, "compressed bxor on f32 -> %d", x);
+    nexar_compressor_del(cp);
+  }
   T_RC(t, nexar_barrier(t->c));
   /* avg of inexact floats: the same bits on every rank (all_gather of the results) */
   for (int d = 0; d < 4; d++) {
