@@ -584,6 +584,13 @@ static void sendrecv_rank(tctx *t) {
   for (size_t i = 0; i < mid && !bad; i++)
     bad = d[i] != (unsigned char)(i * 7 + from * 31);
   T_CHECK(t, !bad, "ring shift from %u: wrong bytes", from);
+  /* empty messages (NULL buffers allowed with length 0), and different tags each way */
+  T_RC(t, nexar_sendrecv(c, NULL, 0, (r + 1) % n, 12, NULL, 0, (r + n - 1) % n, 12));
+  T_RC(t, nexar_sendrecv(c, s, 16, (r + n - 1) % n, 13 + r, d, 16, (r + 1) % n, 13 + (r + 1) % n));
+  bad = 0;
+  for (size_t i = 0; i < 16 && !bad; i++)
+    bad = d[i] != (unsigned char)(i * 7 + ((r + 1) % n) * 31);
+  T_CHECK(t, !bad, "reverse shift with per-rank tags: wrong bytes");
   /* refusals */
   int e = nexar_sendrecv(c, s, 100, r, 1, s + 50, 100, r, 1);
   T_CHECK(t, e == NEXAR_ERR_INVALID_ARGUMENT, "overlapping buffers -> %d", e);
