@@ -1,18 +1,55 @@
 /* Routes: who connects to whom and the next hop towards a rank, as pure
- * functions of the world (and, later, the topology and the dead set), so
- * every rank computes the same table. Today the only topology formed is the
- * full mesh (a sparse NEXAR_TOPOLOGY is refused with UNSUPPORTED at config
- * time), where every pair is connected and the next hop is the destination;
- * k-regular and hypercube graphs with relay plug in here. */
+ * functions of (topology, degree, world, dead set), so every rank computes
+ * the same table.
+ *
+ * Graphs (API.md "Topologies"): FULL_MESH connects every pair. K_REGULAR
+ * (K even, 2 <= K < world) connects r to r +- 1 .. r +- K/2 (mod world).
+ * HYPERCUBE connects r to r XOR 2^i for every i with r XOR 2^i < world: for a
+ * world that is not a power of two this is the incomplete hypercube, which
+ * stays connected (clearing r's highest bit always gives a smaller rank, so
+ * every rank reaches 0); every world size is accepted.
+ *
+ * Next hop from me to dst: over the live graph (dead ranks removed), among
+ * my live neighbours on a shortest path to dst, the lowest rank. Each hop
+ * then strictly lowers the distance, so routes are loop-free and shortest.
+ * It is computed for every destination with one breadth-first search from
+ * me: the lowest first hop of a node is the lowest first hop among its
+ * predecessors on the BFS layers.
+ *
+ * The engine forms only the full mesh so far; a sparse topology is refused
+ * with UNSUPPORTED at config time until formation and relay use this. */
 #ifndef NX_PROTO_ROUTE_H
 #define NX_PROTO_ROUTE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct nx_route {
   uint32_t world;
   uint32_t me;
+  int topology;    /* NEXAR_TOPO_* (0: full mesh, no tables) */
+  uint32_t degree; /* K of K_REGULAR */
+  uint32_t *hop;   /* sparse: next hop from me to each rank, UINT32_MAX if unreachable */
+  uint32_t *dist;  /* sparse: hops from me to each rank, UINT32_MAX if unreachable */
 } nx_route;
+
+/* Checks (topology, degree) for a world of n: 0, or NEXAR_ERR_INVALID_ARGUMENT
+ * with a sentence naming the field in why (an unknown topology, K odd, below
+ * 2 or not below the world). */
+int nx_topo_check(int topology, uint32_t degree, uint32_t n, char *why, size_t whylen);
+/* 1 if a and b are neighbours in the graph (dead ranks included). */
+int nx_topo_adjacent(int topology, uint32_t degree, uint32_t n, uint32_t a, uint32_t b);
+/* The neighbours of r in ascending order, without those marked in dead (NULL:
+ * none; else n bytes, non-zero = dead); writes at most cap, returns how many
+ * there are. */
+uint32_t nx_topo_neighbors(int topology, uint32_t degree, uint32_t n, uint32_t r,
+                           const uint8_t *dead, uint32_t *out, uint32_t cap);
+
+/* Builds rt for me in a world of n over the live graph. Returns 0,
+ * nx_topo_check's INVALID_ARGUMENT, or NEXAR_ERR_NOMEM. */
+int nx_route_build(nx_route *rt, int topology, uint32_t degree, uint32_t n, uint32_t me,
+                   const uint8_t *dead);
+void nx_route_free(nx_route *rt);
 
 /* 1 if a and b keep a direct connection. */
 int nx_route_adjacent(const nx_route *rt, uint32_t a, uint32_t b);
@@ -20,7 +57,7 @@ int nx_route_adjacent(const nx_route *rt, uint32_t a, uint32_t b);
  * higher one, so exactly one side of each pair does. */
 int nx_route_dials(const nx_route *rt, uint32_t a, uint32_t b);
 /* The neighbour a message from `me` to dst goes to first (dst itself when
- * adjacent); UINT32_MAX when dst is outside the world. */
+ * adjacent); UINT32_MAX when dst is outside the world or unreachable. */
 uint32_t nx_route_next_hop(const nx_route *rt, uint32_t dst);
 
 #endif
