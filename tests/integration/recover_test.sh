@@ -59,12 +59,12 @@ start_world() {
   SEEDPID=$!
   PIDS+=($SEEDPID)
   local addr=""
-  for _ in $(seq 100); do
+  for _ in $(seq 300); do
     addr=$(sed -n 's/^NEXAR_SEED_ADDR=//p' /tmp/$P.seed)
     [ -n "$addr" ] && break
     sleep 0.1
   done
-  [ -n "$addr" ] || { fail "$name: seed did not start"; return 1; }
+  [ -n "$addr" ] || { fail "$name: seed did not start"; sed 's/^/    /' /tmp/$P.seed; return 1; }
   W=()
   for i in $(seq "$n"); do
     ip netns exec ${P}h$i env NEXAR_SEED_ADDR=$addr NEXAR_WORLD_SIZE=$n NEXAR_RANK=$((i - 1)) \

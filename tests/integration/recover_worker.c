@@ -170,8 +170,18 @@ int main(int argc, char **argv) {
       nexar_client *nc = NULL;
       rc = nexar_recover(c, &nc);
       if (rc) {
-        printf("rank %u: recover -> %s in %.0f ms: %s\n", g_world_rank, code_name(rc),
-               mono_ms() - t1, nexar_last_error());
+        char err[300];
+        snprintf(err, sizeof err, "%s", nexar_last_error());
+        uint32_t d[MAX_WORLD];
+        size_t nd = 0;
+        nexar_failed_ranks(c, d, MAX_WORLD, &nd);
+        char fs[200];
+        size_t o = 0;
+        for (size_t i = 0; i < nd && i < MAX_WORLD && o + 12 < sizeof fs; i++)
+          o += (size_t)snprintf(fs + o, sizeof fs - o, "%s%u", i ? "," : "", d[i]);
+        fs[o] = 0;
+        printf("rank %u: recover -> %s in %.0f ms: %s (failed here: [%s])\n", g_world_rank,
+               code_name(rc), mono_ms() - t1, err, fs);
         fflush(stdout);
         sleep((unsigned)(linger_ms / 1000));
         return rc == NEXAR_ERR_PEER_LOST ? 5 : 6;
