@@ -595,6 +595,62 @@ static void scenario_split(void) {
     pthread_mutex_destroy(&g_m[r].rec.mu);
 }
 
+typedef struct agree_arg {
+  nexar_client *c;
+  uint32_t flag;
+  int rc;
+} agree_arg;
+
+static void *agree_main(void *p) {
+  agree_arg *a = p;
+  a->rc = nexar_agree(a->c, &a->flag);
+  return NULL;
+}
+
+/* nexar_agree: the AND of everyone's flag on every rank, repeatedly, also on
+ * a revoked communicator; with a member aborted, the others still agree and
+ * get PEER_LOST. */
+static void scenario_agree(void) {
+  const char *name = "agree";
+  nexar_config cfg = fault_config();
+  nexar_client *c[3];
+  int rc = nexar_bootstrap_local(c, 3, &cfg);
+  check(rc == 0, name, "bootstrap_local(3): %s", rc ? nexar_last_error() : "ok");
+  if (rc) return;
+  for (int round = 0; round < 4; round++) {
+    if (round == 2) nexar_revoke(c[1]);
+    agree_arg a[3];
+    pthread_t t[3];
+    for (int i = 0; i < 3; i++) {
+      a[i] = (agree_arg){c[i], round == 1 && i == 2 ? 0x6u : 0x7u, -1};
+      pthread_create(&t[i], NULL, agree_main, &a[i]);
+    }
+    for (int i = 0; i < 3; i++)
+      pthread_join(t[i], NULL);
+    uint32_t want = round == 1 ? 0x6u : 0x7u;
+    check(a[0].rc == 0 && a[1].rc == 0 && a[2].rc == 0 && a[0].flag == want &&
+              a[1].flag == want && a[2].flag == want,
+          name, "round %d%s: %s/%s/%s flags %x/%x/%x (want %x)", round,
+          round >= 2 ? " (revoked)" : "", code_name(a[0].rc), code_name(a[1].rc),
+          code_name(a[2].rc), a[0].flag, a[1].flag, a[2].flag, want);
+  }
+  /* rank 0 aborts: ranks 1 and 2 agree without it, and hear that it is dead */
+  nexar_abort(c[0]);
+  sleep_ms(100);
+  agree_arg a[2] = {{c[1], 0x3u, -1}, {c[2], 0x1u, -1}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, agree_main, &a[i]);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
+  check(a[0].rc == NEXAR_ERR_PEER_LOST && a[1].rc == NEXAR_ERR_PEER_LOST && a[0].flag == 1 &&
+            a[1].flag == 1,
+        name, "without rank 0: %s/%s flags %x/%x (want PEER_LOST, 1)", code_name(a[0].rc),
+        code_name(a[1].rc), a[0].flag, a[1].flag);
+  for (int i = 0; i < 3; i++)
+    nexar_client_del(c[i]);
+}
+
 /* Frames of an old view never complete an operation of the new one: a
  * message rank 2 sent to rank 1 on the world before the recovery is dropped
  * and counted (stale_frames), and a receive on the successor with the same
@@ -656,6 +712,7 @@ int main(int argc, char **argv) {
   if (!only || strcmp(only, "mismatch_bulk") == 0) scenario_mismatch_bulk();
   if (!only || strcmp(only, "split") == 0) scenario_split();
   if (!only || strcmp(only, "stale") == 0) scenario_stale();
+  if (!only || strcmp(only, "agree") == 0) scenario_agree();
   int f = atomic_load(&g_failures);
   printf("fault_test: %d check(s) failed\n", f);
   return f ? 1 : 0;

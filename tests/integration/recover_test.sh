@@ -15,6 +15,8 @@
 #                      N=5, rank 4 killed; rank 0, the coordinator, _exits after
 #                      sending COLLECT / ACCEPT to 1 / COMMIT to 1 member: ranks
 #                      1-3 still install one identical view without 0 and 4
+#   agree              nexar_agree in a loop, one of 4 killed: PEER_LOST, then
+#                      one view
 #   cascade            N=6, two ranks killed 100 ms apart: one view of 4
 #   rounds             N=5, three kill-and-recover rounds in a row
 #   asym               nft drops only rank 1 <-> rank 2 traffic: exactly one of
@@ -30,7 +32,7 @@ set -u
 . "$(dirname "$0")/netns_lib.sh"
 SEED=$1 WORKER=$2
 shift 2
-SCENARIOS=${*:-"kill_bigallreduce silent p2p_revoke coord_collect coord_accept coord_commit cascade rounds asym partition soak"}
+SCENARIOS=${*:-"kill_bigallreduce silent p2p_revoke agree coord_collect coord_accept coord_commit cascade rounds asym partition soak"}
 export NX_HOSTS=${NX_HOSTS:-6}
 nx_netns_session nxr$$ 10.79.0
 trap 'pkill -KILL -f "$WORKER" 2>/dev/null; for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; nx_netns_down; rm -f /tmp/$P.*' EXIT
@@ -215,6 +217,19 @@ scenario_coord() {
   end_world
   [ "${RC[0]}" = 9 ] || fail "$name: rank 0 exited ${RC[0]}, want 9 (the hook)"
   check_views "$name" 1,2,3 1 2 3
+}
+
+# agree: nexar_agree in a loop (one round ANDs a 0 in), rank 3 killed: the
+# survivors' agree returns PEER_LOST, then they recover to one view
+scenario_agree() {
+  start_world agree 4 agree || return
+  sleep 1
+  local t
+  t=$(now_ms)
+  kill_rank 3
+  end_world
+  check_detect agree "$t" 1500 PEER_LOST 0 1 2
+  check_views agree 0,1,2 0 1 2
 }
 
 scenario_cascade() {
