@@ -183,3 +183,17 @@ add_test(NAME integration.admission
 set_tests_properties(integration.admission PROPERTIES TIMEOUT 240 LABELS "integration;timing"
                      RUN_SERIAL TRUE)
 # END admission
+# BEGIN launcher
+# nexar_init_from_env under each real launcher, started by the test: a
+# one-node Slurm cluster (srun -n 4; srun --mpi=pmix -n 4, skipped when
+# Slurm's pmix plugin is absent), Open MPI's mpirun (PMIx), MPICH's mpiexec
+# (PMI-1), torchrun with and without its agent store; refusals (missing
+# token, inconsistent worlds, token file permissions). A launcher that is not
+# installed fails (scripts/deps.sh installs them).
+foreach(m slurm slurm_pmix mpirun mpiexec torchrun env)
+  add_test(NAME launcher.${m} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/launcher_test.sh
+           ${m} $<TARGET_FILE:launch_worker>)
+  set_tests_properties(launcher.${m} PROPERTIES TIMEOUT 180 LABELS "launcher")
+endforeach()
+set_tests_properties(launcher.slurm launcher.slurm_pmix PROPERTIES SKIP_RETURN_CODE 77) # 77: not root (slurm), no pmix plugin
+# END launcher
