@@ -18,7 +18,7 @@ typedef struct pmi1 {
   int fd;
   uint32_t keymax, valmax;
   char kvsname[256];
-  char buf[NX_PMI_LINE_MAX + 1]; /* bytes received and not yet decoded */
+  char buf[NX_PMI_LINE_MAX + 2]; /* bytes received and not yet decoded: a line and its newline */
   size_t have;
 } pmi1;
 
@@ -50,7 +50,11 @@ static int pmi_recv(pmi1 *p, const char *what, nx_pmi_msg *m, uint64_t deadline)
       int rc = nx_pmi_decode(p->buf, linelen, m);
       memmove(p->buf, p->buf + linelen + 1, p->have - linelen - 1);
       p->have -= linelen + 1;
-      if (rc) return nx_fail(rc, "%s: %s", what, nexar_last_error());
+      if (rc) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", nexar_last_error()); /* not formatted into itself */
+        return nx_fail(rc, "%s: %s", what, why);
+      }
       return 0;
     }
     int wait = -1;
