@@ -29,6 +29,10 @@ struct nx_kvs {
  * PMIx headers), NEXAR_ERR_IO (the launcher refused), NOMEM. */
 int nx_pmix_open(nx_kvs **out);
 
+/* For nexar-info: 1 when this build has the PMIx path and libpmix.so.2
+ * loads here, else 0; why[cap] gets a sentence either way. Starts nothing. */
+int nx_pmix_probe(char *why, size_t cap);
+
 /* PMI-1 on PMI_FD (MPICH Hydra): init, get_maxes, get_my_kvsname; rank and
  * size from the server's answers and PMI_RANK/PMI_SIZE, which must agree.
  * 0, NEXAR_ERR_INVALID_ARGUMENT (a malformed variable), NEXAR_ERR_PROTOCOL

@@ -178,7 +178,23 @@ int nx_pmix_open(nx_kvs **out) {
   return 0;
 }
 
+int nx_pmix_probe(char *why, size_t cap) {
+  void *lib = dlopen("libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
+  if (!lib) {
+    snprintf(why, cap, "libpmix.so.2 cannot be loaded: %s", dlerror());
+    return 0;
+  }
+  __typeof__(PMIx_Get_version) *ver = (__typeof__(PMIx_Get_version) *)dlsym(lib, "PMIx_Get_version");
+  snprintf(why, cap, "libpmix.so.2 loads (%s)", ver ? ver() : "version unknown");
+  return 1; /* left loaded, as after a real PMIx_Init */
+}
+
 #else /* built without PMIx headers */
+
+int nx_pmix_probe(char *why, size_t cap) {
+  snprintf(why, cap, "not built: no PMIx headers at build time (install libpmix-dev and rebuild)");
+  return 0;
+}
 
 int nx_pmix_open(nx_kvs **out) {
   *out = NULL;

@@ -197,3 +197,8 @@ foreach(m slurm slurm_pmix mpirun mpiexec torchrun env)
 endforeach()
 set_tests_properties(launcher.slurm launcher.slurm_pmix PROPERTIES SKIP_RETURN_CODE 77) # 77: not root (slurm), no pmix plugin
 # END launcher
+# BEGIN info
+add_test(NAME integration.info COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/info_test.sh
+         $<TARGET_FILE:nexar-info>)
+set_tests_properties(integration.info PROPERTIES TIMEOUT 60 LABELS "integration")
+# END info
