@@ -28,7 +28,8 @@ static void check_msg(const nx_pmi_msg *m) {
       if (!strcmp(m->key[i], m->key[j])) abort();
     int is_msg = !strcmp(m->key[i], "msg");
     for (const char *v = m->val[i]; *v; v++)
-      if ((unsigned char)*v < ' ' || (unsigned char)*v >= 127 || *v == '=' || (*v == ' ' && !is_msg))
+      if ((unsigned char)*v < ' ' || (unsigned char)*v >= 127 || *v == '=' ||
+          (*v == ' ' && !is_msg))
         abort();
     if (nx_pmi_get(m, m->key[i]) != m->val[i]) abort();
   }

@@ -102,11 +102,12 @@ static void show_links(void) {
       int fam = i->ifa_addr->sa_family;
       if (fam != AF_INET && fam != AF_INET6) continue;
       char a[INET6_ADDRSTRLEN] = "?";
-      const void *src = fam == AF_INET ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
-                                       : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+      const void *src = fam == AF_INET
+                            ? (const void *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr
+                            : (const void *)&((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
       inet_ntop(fam, src, a, sizeof a);
-      printf("interface      %-10s %-5s %-40s %s%s\n", i->ifa_name, fam == AF_INET ? "ipv4" : "ipv6",
-             a, (i->ifa_flags & IFF_UP) ? "up" : "down",
+      printf("interface      %-10s %-5s %-40s %s%s\n", i->ifa_name,
+             fam == AF_INET ? "ipv4" : "ipv6", a, (i->ifa_flags & IFF_UP) ? "up" : "down",
              (i->ifa_flags & IFF_LOOPBACK) ? ", loopback" : "");
     }
     freeifaddrs(ifs);
@@ -124,7 +125,7 @@ static void show_links(void) {
            "processes\n");
   else
     printf("transport      same-host copy (process_vm_readv): Yama ptrace_scope=%d%s\n", scope,
-           scope == 0 ? " (allowed)"
+           scope == 0   ? " (allowed)"
            : scope == 1 ? " (only towards descendants: peers fall back to QUIC unless they are)"
                         : " (refused: same-host ranks use QUIC)");
   printf("transport      same-host lane (AF_UNIX datagrams): small collective frames\n");
@@ -142,15 +143,37 @@ static void show_launcher(void) {
   printf("used           %s\n", l ? l : "none (nexar_init_from_env would fail: no launcher)");
   printf("ignored        %s\n", *others ? others : "(none)");
   printf("precedence     NEXAR_SEED_ADDR, PMIx, PMI-1, Slurm, torchrun\n");
-  static const char *const vars[] = {
-      "NEXAR_SEED_ADDR", "NEXAR_RANK", "NEXAR_WORLD_SIZE", "NEXAR_SEED_PORT", "NEXAR_SEED_HOST",
-      "PMIX_RANK", "PMIX_NAMESPACE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-      "OMPI_COMM_WORLD_LOCAL_RANK", "PMI_FD", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID",
-      "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_STEP_NODELIST",
-      "SLURM_JOB_NODELIST", "SLURM_STEP_RESV_PORTS", "SLURMD_NODENAME", "MASTER_ADDR",
-      "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_USE_AGENT_STORE"};
+  static const char *const vars[] = {"NEXAR_SEED_ADDR",
+                                     "NEXAR_RANK",
+                                     "NEXAR_WORLD_SIZE",
+                                     "NEXAR_SEED_PORT",
+                                     "NEXAR_SEED_HOST",
+                                     "PMIX_RANK",
+                                     "PMIX_NAMESPACE",
+                                     "OMPI_COMM_WORLD_RANK",
+                                     "OMPI_COMM_WORLD_SIZE",
+                                     "OMPI_COMM_WORLD_LOCAL_RANK",
+                                     "PMI_FD",
+                                     "PMI_RANK",
+                                     "PMI_SIZE",
+                                     "SLURM_PROCID",
+                                     "SLURM_NTASKS",
+                                     "SLURM_LOCALID",
+                                     "SLURM_JOB_ID",
+                                     "SLURM_STEP_ID",
+                                     "SLURM_STEP_NODELIST",
+                                     "SLURM_JOB_NODELIST",
+                                     "SLURM_STEP_RESV_PORTS",
+                                     "SLURMD_NODENAME",
+                                     "MASTER_ADDR",
+                                     "MASTER_PORT",
+                                     "RANK",
+                                     "WORLD_SIZE",
+                                     "LOCAL_RANK",
+                                     "TORCHELASTIC_USE_AGENT_STORE"};
   printf("variables      (launcher inputs that are set)\n");
-  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) var(vars[i]);
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+    var(vars[i]);
   if (l && !strcmp(l, "Slurm")) {
     const char *nl = getenv("SLURM_STEP_NODELIST");
     const char *which = nl && *nl ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
@@ -171,8 +194,9 @@ static void show_launcher(void) {
     else if (r && *r)
       printf("seed port      first of %s (SLURM_STEP_RESV_PORTS)\n", r);
     else
-      printf("seed port      %u (derived: %u + (SLURM_JOB_ID mod %u) * 16 + SLURM_STEP_ID mod 16)\n",
-             nx_slurm_port(job, step), NX_SLURM_PORT_BASE, NX_SLURM_PORT_SPAN / 16);
+      printf(
+          "seed port      %u (derived: %u + (SLURM_JOB_ID mod %u) * 16 + SLURM_STEP_ID mod 16)\n",
+          nx_slurm_port(job, step), NX_SLURM_PORT_BASE, NX_SLURM_PORT_SPAN / 16);
   } else if (l && (!strcmp(l, "PMIx") || !strcmp(l, "PMI-1"))) {
     printf("seed address   published by rank 0 through %s (NEXAR_SEED_HOST, else its host name)\n",
            l);
@@ -217,7 +241,8 @@ static int show_config(void) {
     if (!strcmp(line, "NEXAR_CLUSTER_TOKEN")) {
       char *tok = NULL;
       const char *src = NULL;
-      if (nx_launch_token("nexar-info", &tok, &src) == 0 && !strcmp(src, "NEXAR_CLUSTER_TOKEN_FILE"))
+      if (nx_launch_token("nexar-info", &tok, &src) == 0 &&
+          !strcmp(src, "NEXAR_CLUSTER_TOKEN_FILE"))
         printf("%-38s %-28s %s\n", line, "(set)", "environment (NEXAR_CLUSTER_TOKEN_FILE)");
       else
         printf("%-38s %-28s %s\n", line, eq + 1, how);
@@ -250,10 +275,14 @@ static int show_config(void) {
 int main(int argc, char **argv) {
   int want_cfg = 0, want_launch = 0, want_links = 0, want_build = 0;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--config")) want_cfg = 1;
-    else if (!strcmp(argv[i], "--launcher")) want_launch = 1;
-    else if (!strcmp(argv[i], "--links")) want_links = 1;
-    else if (!strcmp(argv[i], "--build")) want_build = 1;
+    if (!strcmp(argv[i], "--config"))
+      want_cfg = 1;
+    else if (!strcmp(argv[i], "--launcher"))
+      want_launch = 1;
+    else if (!strcmp(argv[i], "--links"))
+      want_links = 1;
+    else if (!strcmp(argv[i], "--build"))
+      want_build = 1;
     else {
       fprintf(stderr, "usage: nexar-info [--build] [--links] [--launcher] [--config]\n");
       return strcmp(argv[i], "--help") && strcmp(argv[i], "-h") ? 2 : 0;

@@ -26,7 +26,8 @@ int nx_launch_token(const char *who, char **out, const char **src) {
   if (file && !*file) file = NULL;
   if (tok && file)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
-                   "%s: both NEXAR_CLUSTER_TOKEN and NEXAR_CLUSTER_TOKEN_FILE are set; set one", who);
+                   "%s: both NEXAR_CLUSTER_TOKEN and NEXAR_CLUSTER_TOKEN_FILE are set; set one",
+                   who);
   if (!tok && !file)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
                    "%s: no cluster token: set NEXAR_CLUSTER_TOKEN or NEXAR_CLUSTER_TOKEN_FILE (the "
@@ -34,26 +35,27 @@ int nx_launch_token(const char *who, char **out, const char **src) {
                    who);
   if (tok) {
     if (strnlen(tok, 4097) > 4096)
-      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: NEXAR_CLUSTER_TOKEN: longer than 4096 characters",
-                     who);
+      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                     "%s: NEXAR_CLUSTER_TOKEN: longer than 4096 characters", who);
     *src = "NEXAR_CLUSTER_TOKEN";
     return (*out = nx_strdup(tok)) ? 0 : nx_fail(NEXAR_ERR_NOMEM, "%s: no memory", who);
   }
   *src = "NEXAR_CLUSTER_TOKEN_FILE";
   int fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (fd < 0)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: NEXAR_CLUSTER_TOKEN_FILE='%.200s': %s", who, file,
-                   strerror(errno));
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: NEXAR_CLUSTER_TOKEN_FILE='%.200s': %s", who,
+                   file, strerror(errno));
   struct stat st;
   int rc = 0;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
-    rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: NEXAR_CLUSTER_TOKEN_FILE='%.200s' is not a regular file",
-                 who, file);
-  else if (st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH))
     rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
-                 "%s: NEXAR_CLUSTER_TOKEN_FILE='%.200s' is accessible by group or others (mode %04o); "
-                 "chmod 600 it",
-                 who, file, (unsigned)(st.st_mode & 07777));
+                 "%s: NEXAR_CLUSTER_TOKEN_FILE='%.200s' is not a regular file", who, file);
+  else if (st.st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH))
+    rc = nx_fail(
+        NEXAR_ERR_INVALID_ARGUMENT,
+        "%s: NEXAR_CLUSTER_TOKEN_FILE='%.200s' is accessible by group or others (mode %04o); "
+        "chmod 600 it",
+        who, file, (unsigned)(st.st_mode & 07777));
   else if (st.st_size > 4097)
     rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
                  "%s: NEXAR_CLUSTER_TOKEN_FILE='%.200s': longer than 4096 bytes", who, file);
@@ -63,17 +65,20 @@ int nx_launch_token(const char *who, char **out, const char **src) {
     ssize_t r = read(fd, buf + n, sizeof buf - 1 - n);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0)
-      rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: NEXAR_CLUSTER_TOKEN_FILE='%.200s': %s", who, file,
-                   strerror(errno));
+      rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: NEXAR_CLUSTER_TOKEN_FILE='%.200s': %s", who,
+                   file, strerror(errno));
     if (r <= 0) break;
     n += (size_t)r;
   }
   close(fd);
-  while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ')) n--;
+  while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+    n--;
   buf[n] = '\0';
   if (!rc && (n == 0 || n > 4096 || memchr(buf, '\0', n)))
     rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: NEXAR_CLUSTER_TOKEN_FILE='%.200s': %s", who, file,
-                 n == 0 ? "empty" : n > 4096 ? "longer than 4096 bytes" : "holds a NUL byte");
+                 n == 0     ? "empty"
+                 : n > 4096 ? "longer than 4096 bytes"
+                            : "holds a NUL byte");
   if (!rc && !(*out = nx_strdup(buf))) rc = nx_fail(NEXAR_ERR_NOMEM, "%s: no memory", who);
   memset(buf, 0, sizeof buf);
   __asm__ __volatile__("" : : "r"(buf) : "memory"); /* keep the wipe */
@@ -119,8 +124,10 @@ static int detect(char *others, size_t cap) {
   others[0] = '\0';
   for (int k = L_PMIX; k <= L_TORCHRUN; k++) {
     if (!have[k]) continue;
-    if (pick == L_NONE) pick = k;
-    else o += (size_t)snprintf(others + o, cap > o ? cap - o : 0, "%s%s", o ? ", " : "", lname[k]);
+    if (pick == L_NONE)
+      pick = k;
+    else
+      o += (size_t)snprintf(others + o, cap > o ? cap - o : 0, "%s%s", o ? ", " : "", lname[k]);
   }
   return pick;
 }
@@ -158,8 +165,8 @@ static int host_seed(const nexar_config *cfg, uint32_t world, nexar_seed **s, ch
     if (strlen(h) >= sizeof host)
       return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, WHO ": NEXAR_SEED_HOST is too long");
     snprintf(host, sizeof host, "%s", h);
-  } else if (cfg->bind_addr && nx_addr_split(cfg->bind_addr, "NEXAR_BIND_ADDR", host, sizeof host,
-                                             &bport) == 0 &&
+  } else if (cfg->bind_addr &&
+             nx_addr_split(cfg->bind_addr, "NEXAR_BIND_ADDR", host, sizeof host, &bport) == 0 &&
              !nx_addr_is_wildcard(host)) {
     /* the host this process binds is the one peers reach */
   } else if (gethostname(host, sizeof host - 1) != 0 || !*host) {
@@ -181,8 +188,7 @@ static int host_seed(const nexar_config *cfg, uint32_t world, nexar_seed **s, ch
 
 /* PMIx or PMI-1: rank 0 hosts the seed and publishes "host:port" (or "!" and
  * why it could not), every rank reads it after the launcher's barrier. */
-static int via_kvs(nx_kvs *kvs, const nexar_config *cfg, const char *others,
-                   nexar_client **out) {
+static int via_kvs(nx_kvs *kvs, const nexar_config *cfg, const char *others, nexar_client **out) {
   int rc = nx_join_check_rank_world(WHO, kvs->rank, kvs->world, kvs->name, kvs->name);
   if (!rc) rc = agree("NEXAR_WORLD_SIZE", kvs->world, kvs->name, "world size");
   if (!rc && !strcmp(kvs->name, "PMIx")) { /* Open MPI also sets these: they must agree */
@@ -199,8 +205,8 @@ static int via_kvs(nx_kvs *kvs, const nexar_config *cfg, const char *others,
   char own_err[512];
   snprintf(own_err, sizeof own_err, "%s", nexar_last_error());
   /* every rank takes part even after its own failure, so no one waits for it */
-  int src = kvs->share(kvs, kvs->rank == 0 ? addr : NULL, addr, sizeof addr,
-                       cfg->connect_timeout_ms);
+  int src =
+      kvs->share(kvs, kvs->rank == 0 ? addr : NULL, addr, sizeof addr, cfg->connect_timeout_ms);
   uint32_t rank = kvs->rank, world = kvs->world, local = kvs->local_rank;
   const char *name = kvs->name;
   if (own) {
@@ -216,8 +222,7 @@ static int via_kvs(nx_kvs *kvs, const nexar_config *cfg, const char *others,
     return nx_fail(src, WHO " (%s): %s", name, e);
   }
   kvs->close(kvs);
-  if (addr[0] == '!')
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, WHO " (%s): %s", name, addr + 1);
+  if (addr[0] == '!') return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, WHO " (%s): %s", name, addr + 1);
   NX_INFO(WHO ": launcher %s: rank %u of %u (local rank %u), seed %s%s%s", name, rank, world, local,
           addr, *others ? "; also present, ignored: " : "", others);
   rc = nx_join_ex(out, addr, cfg, rank, world, s);
@@ -230,8 +235,10 @@ static int via_kvs(nx_kvs *kvs, const nexar_config *cfg, const char *others,
 static int via_slurm(const nexar_config *cfg, const char *others, nexar_client **out) {
   uint32_t rank, world, local = 0, job = 0, step = 0, nnodes;
   int h, have_nn, rc;
-  if ((rc = nx_env_u32("SLURM_PROCID", &rank, &h)) || (rc = nx_env_u32("SLURM_NTASKS", &world, &h)) ||
-      (rc = nx_env_u32("SLURM_LOCALID", &local, &h)) || (rc = nx_env_u32("SLURM_JOB_ID", &job, &h)) ||
+  if ((rc = nx_env_u32("SLURM_PROCID", &rank, &h)) ||
+      (rc = nx_env_u32("SLURM_NTASKS", &world, &h)) ||
+      (rc = nx_env_u32("SLURM_LOCALID", &local, &h)) ||
+      (rc = nx_env_u32("SLURM_JOB_ID", &job, &h)) ||
       (rc = nx_env_u32("SLURM_STEP_ID", &step, &h)) ||
       (rc = nx_env_u32("SLURM_STEP_NUM_NODES", &nnodes, &have_nn)))
     return rc;
@@ -250,8 +257,8 @@ static int via_slurm(const nexar_config *cfg, const char *others, nexar_client *
     return rc;
   if (have_nn && nnodes != nhosts)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
-                   WHO ": inconsistent Slurm step: %s names %zu nodes, SLURM_STEP_NUM_NODES=%u", var,
-                   nhosts, nnodes);
+                   WHO ": inconsistent Slurm step: %s names %zu nodes, SLURM_STEP_NUM_NODES=%u",
+                   var, nhosts, nnodes);
   if (nhosts > world)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
                    WHO ": inconsistent Slurm step: %zu nodes for %u tasks (SLURM_NTASKS)", nhosts,
@@ -259,7 +266,8 @@ static int via_slurm(const nexar_config *cfg, const char *others, nexar_client *
   const char *node = getenv("SLURMD_NODENAME");
   if (rank == 0 && node && *node && strcmp(node, first))
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
-                   WHO ": Slurm task 0 runs on %.100s, not on the first node %.100s of %s, where the "
+                   WHO
+                   ": Slurm task 0 runs on %.100s, not on the first node %.100s of %s, where the "
                    "others look for its seed (use srun --mpi=pmix, a block distribution, or "
                    "NEXAR_SEED_ADDR)",
                    node, first, var);
@@ -310,7 +318,9 @@ static int via_torchrun(const nexar_config *cfg, const char *others, nexar_clien
   if ((rc = nx_env_u32("WORLD_SIZE", &world, &have_world))) return rc;
   if (!have_port || !have_rank || !have_world)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, WHO ": MASTER_ADDR is set but %s is not",
-                   !have_port ? "MASTER_PORT" : !have_rank ? "RANK" : "WORLD_SIZE");
+                   !have_port   ? "MASTER_PORT"
+                   : !have_rank ? "RANK"
+                                : "WORLD_SIZE");
   if (world == 0)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, WHO ": WORLD_SIZE=0; a world has a rank");
   if ((rc = nx_join_check_rank_world(WHO, rank, world, "RANK", "WORLD_SIZE")) ||
@@ -355,7 +365,8 @@ static int explicit_seed(const char *seed, const nexar_config *cfg, const char *
   if (strnlen(seed, NX_ADDR_MAX) >= NX_ADDR_MAX)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, WHO ": NEXAR_SEED_ADDR is longer than %d characters",
                    NX_ADDR_MAX - 1);
-  if ((rc = nx_join_check_rank_world(WHO, rank, world, "NEXAR_RANK", "NEXAR_WORLD_SIZE"))) return rc;
+  if ((rc = nx_join_check_rank_world(WHO, rank, world, "NEXAR_RANK", "NEXAR_WORLD_SIZE")))
+    return rc;
   NX_INFO(WHO ": launcher NEXAR_SEED_ADDR: seed %s%s%s", seed,
           *others ? "; also present, ignored: " : "", others);
   return nx_join_ex(out, seed, cfg, rank, world, NULL);
@@ -375,8 +386,8 @@ int nexar_init_from_env(nexar_client **out) {
     memcpy(others, all, sizeof others);
   }
   if ((!seed || !*seed) && kind == L_NONE)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
-                   WHO ": no launcher found: set NEXAR_SEED_ADDR, or start under PMIx (mpirun, "
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, WHO
+                   ": no launcher found: set NEXAR_SEED_ADDR, or start under PMIx (mpirun, "
                    "srun --mpi=pmix), MPICH's mpiexec (PMI_FD), srun (SLURM_PROCID, SLURM_NTASKS, "
                    "SLURM_STEP_NODELIST) or torchrun (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)");
   nexar_config cfg;

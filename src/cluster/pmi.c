@@ -107,8 +107,9 @@ static int pmi1_share(nx_kvs *kvs, const char *val, char *out, size_t cap, uint3
   int rc = 0;
   if (val) {
     if (strlen(val) > p->valmax) {
-      rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "PMI put: a value of %zu bytes, the launcher's limit is %u",
-                   strlen(val), p->valmax);
+      rc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "PMI put: a value of %zu bytes, the launcher's limit is %u", strlen(val),
+                   p->valmax);
       goto out;
     }
     const char *kv[] = {"kvsname", p->kvsname, "key", NX_LAUNCH_SEED_KEY, "value", val};
@@ -148,20 +149,23 @@ int nx_pmi_open(nx_kvs **out, uint32_t timeout_ms) {
   *out = NULL;
   uint32_t fd, rank, size;
   int have_fd, have_rank, have_size, rc;
-  if ((rc = nx_env_u32("PMI_FD", &fd, &have_fd)) || (rc = nx_env_u32("PMI_RANK", &rank, &have_rank)) ||
+  if ((rc = nx_env_u32("PMI_FD", &fd, &have_fd)) ||
+      (rc = nx_env_u32("PMI_RANK", &rank, &have_rank)) ||
       (rc = nx_env_u32("PMI_SIZE", &size, &have_size)))
     return rc;
   if (!have_fd || !have_rank || !have_size)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env (PMI-1): PMI_FD is set but %s is not",
-                   !have_fd ? "PMI_FD" : !have_rank ? "PMI_RANK" : "PMI_SIZE");
+                   !have_fd     ? "PMI_FD"
+                   : !have_rank ? "PMI_RANK"
+                                : "PMI_SIZE");
   if (size == 0 || rank >= size)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
                    "init_from_env (PMI-1): rank %u is outside a world of %u (PMI_RANK=%u, "
                    "PMI_SIZE=%u)",
                    rank, size, rank, size);
   if (fd > INT32_MAX || fcntl((int)fd, F_GETFD) < 0)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env (PMI-1): PMI_FD=%u is not an open descriptor",
-                   fd);
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "init_from_env (PMI-1): PMI_FD=%u is not an open descriptor", fd);
   pmi1 *p = calloc(1, sizeof *p);
   nx_pmi_msg *m = malloc(sizeof *m);
   if (!p || !m) {
@@ -194,8 +198,9 @@ int nx_pmi_open(nx_kvs **out, uint32_t timeout_ms) {
       (rc = pmi_u32(m, "vallen_max", "PMI get_maxes", &p->valmax)))
     goto fail;
   if (p->keymax < sizeof NX_LAUNCH_SEED_KEY || p->valmax < 64) {
-    rc = nx_fail(NEXAR_ERR_PROTOCOL, "PMI get_maxes: keys of %u and values of %u bytes are too small",
-                 p->keymax, p->valmax);
+    rc = nx_fail(NEXAR_ERR_PROTOCOL,
+                 "PMI get_maxes: keys of %u and values of %u bytes are too small", p->keymax,
+                 p->valmax);
     goto fail;
   }
   if ((rc = pmi_call(p, "PMI get_my_kvsname", "get_my_kvsname", NULL, 0, "my_kvsname", m, dl)))

@@ -46,11 +46,21 @@ static int get_u32(pmixc *p, const pmix_proc_t *proc, const char *key, uint32_t 
     return nx_fail(NEXAR_ERR_IO, "PMIx_Get(%s): %s", key, err_str(p, st));
   int rc = 0;
   switch (v->type) {
-  case PMIX_UINT32: *out = v->data.uint32; break;
-  case PMIX_UINT16: *out = v->data.uint16; break;
-  case PMIX_INT: rc = v->data.integer < 0; *out = (uint32_t)v->data.integer; break;
-  case PMIX_PROC_RANK: *out = v->data.rank; break;
-  default: rc = 1;
+  case PMIX_UINT32:
+    *out = v->data.uint32;
+    break;
+  case PMIX_UINT16:
+    *out = v->data.uint16;
+    break;
+  case PMIX_INT:
+    rc = v->data.integer < 0;
+    *out = (uint32_t)v->data.integer;
+    break;
+  case PMIX_PROC_RANK:
+    *out = v->data.rank;
+    break;
+  default:
+    rc = 1;
   }
   value_free(p, v);
   if (rc) return nx_fail(NEXAR_ERR_PROTOCOL, "PMIx_Get(%s): not a non-negative integer", key);
@@ -136,7 +146,7 @@ int nx_pmix_open(nx_kvs **out) {
 #define NX_SYM(f, name)                                                                            \
   if (!(*(void **)&p->f = dlsym(lib, name))) {                                                     \
     free(p);                                                                                       \
-    return nx_fail(NEXAR_ERR_UNSUPPORTED, "init_from_env (PMIx): libpmix.so.2 has no %s", name);  \
+    return nx_fail(NEXAR_ERR_UNSUPPORTED, "init_from_env (PMIx): libpmix.so.2 has no %s", name);   \
   }
   NX_SYM(init, "PMIx_Init");
   NX_SYM(finalize, "PMIx_Finalize");
@@ -184,7 +194,8 @@ int nx_pmix_probe(char *why, size_t cap) {
     snprintf(why, cap, "libpmix.so.2 cannot be loaded: %s", dlerror());
     return 0;
   }
-  __typeof__(PMIx_Get_version) *ver = (__typeof__(PMIx_Get_version) *)dlsym(lib, "PMIx_Get_version");
+  __typeof__(PMIx_Get_version) *ver =
+      (__typeof__(PMIx_Get_version) *)dlsym(lib, "PMIx_Get_version");
   snprintf(why, cap, "libpmix.so.2 loads (%s)", ver ? ver() : "version unknown");
   return 1; /* left loaded, as after a real PMIx_Init */
 }

@@ -61,7 +61,8 @@ static int scan_num(const char **p, const char *e, uint32_t *v, int *digits) {
 
 static int num_digits(uint32_t v) {
   int n = 1;
-  while (v >= 10) v /= 10, n++;
+  while (v >= 10)
+    v /= 10, n++;
   return n;
 }
 
@@ -131,9 +132,12 @@ static const char *scan_item(const char *b, const char *e, hl_item *it, const ch
 static const char *item_end(const char *p) {
   int depth = 0;
   for (; *p; p++) {
-    if (*p == '[') depth++;
-    else if (*p == ']' && depth) depth--;
-    else if (*p == ',' && !depth) break;
+    if (*p == '[')
+      depth++;
+    else if (*p == ']' && depth)
+      depth--;
+    else if (*p == ',' && !depth)
+      break;
   }
   return p;
 }
@@ -209,7 +213,8 @@ int nx_hostlist_walk(const char *list, const char *what,
     const char *e = item_end(p), *at;
     hl_item it;
     scan_item(p, e, &it, &at);
-    for (int g = 0; g < it.ngroups; g++) group_reset(&it.g[g]);
+    for (int g = 0; g < it.ngroups; g++)
+      group_reset(&it.g[g]);
     for (size_t k = 0; k < it.count; k++) {
       item_name(&it, name);
       if ((rc = fn(ctx, i++, name))) return rc;

@@ -41,13 +41,16 @@ int nx_pmi_decode(const char *line, size_t len, nx_pmi_msg *m) {
   char *p = m->line, *end = m->line + len;
   char *msg_end = NULL; /* the NUL after the last value, when that value is msg's */
   while (p < end) {
-    while (p < end && *p == ' ') p++;
+    while (p < end && *p == ' ')
+      p++;
     if (p == end) break;
     char *k = p;
-    while (p < end && key_char(*p)) p++;
+    while (p < end && key_char(*p))
+      p++;
     if (msg_end && (p == end || *p != '=')) {
       /* a word without '=' after msg=: the launcher's sentence goes on */
-      for (p = k; p < end && val_char(*p);) p++;
+      for (p = k; p < end && val_char(*p);)
+        p++;
       if (p < end && *p != ' ') return bad(m, "bad character in msg", (size_t)(p - m->line));
       *msg_end = ' ';
       msg_end = p < end ? p : NULL;
@@ -60,7 +63,8 @@ int nx_pmi_decode(const char *line, size_t len, nx_pmi_msg *m) {
     if (p == end || *p != '=') return bad(m, "expected '=' after a key", (size_t)(p - m->line));
     *p++ = '\0';
     char *v = p;
-    while (p < end && val_char(*p)) p++;
+    while (p < end && val_char(*p))
+      p++;
     if (p < end && *p != ' ') return bad(m, "bad character in a value", (size_t)(p - m->line));
     if (m->n == NX_PMI_FIELDS_MAX) return bad(m, "too many fields", (size_t)(k - m->line));
     for (size_t i = 0; i < m->n; i++)
@@ -116,7 +120,8 @@ int nx_pmi_encode(char *out, size_t cap, size_t *len, const char *cmd, const cha
   size_t o = (size_t)snprintf(out, cap1, "cmd=%s", cmd);
   for (size_t i = 0; i < nkv && o < cap1; i++) {
     if (check_token(kv[2 * i], 0) || check_token(kv[2 * i + 1], 1))
-      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "PMI: key or value '%.64s' not allowed on the wire",
+      return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                     "PMI: key or value '%.64s' not allowed on the wire",
                      kv[2 * i] ? kv[2 * i] : "(null)");
     o += (size_t)snprintf(out + o, cap1 - o, " %s=%s", kv[2 * i], kv[2 * i + 1]);
   }

@@ -48,7 +48,8 @@ int main(void) {
   enum { N = 4096 };
   double *v = malloc(N * sizeof *v);
   if (!v) return 1;
-  for (int i = 0; i < N; i++) v[i] = (double)(r + 1) * (i + 1);
+  for (int i = 0; i < N; i++)
+    v[i] = (double)(r + 1) * (i + 1);
   if ((rc = nexar_all_reduce(c, v, N, NEXAR_F64, NEXAR_SUM))) return fail("all_reduce", rc);
   double ranks = (double)n * (n + 1) / 2;
   for (int i = 0; i < N; i++)
@@ -78,7 +79,8 @@ int main(void) {
   size_t rlen = 0;
   if ((rc = nexar_rpc(c, next, 7, out, strlen(out) + 1, &rep, &rlen))) return fail("rpc", rc);
   uint32_t caller;
-  if (rlen != sizeof caller + strlen(out) + 1 || (memcpy(&caller, rep, sizeof caller), caller != r) ||
+  if (rlen != sizeof caller + strlen(out) + 1 ||
+      (memcpy(&caller, rep, sizeof caller), caller != r) ||
       strcmp((char *)rep + sizeof caller, out)) {
     fprintf(stderr, "launch_worker: rank %u: wrong RPC reply\n", r);
     return 1;

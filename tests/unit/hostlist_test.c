@@ -39,8 +39,8 @@ static void ok(const char *list, const char *want) {
 static void refused(const char *list, const char *why) {
   acc a = {{0}, 0};
   int rc = nx_hostlist_walk(list, "TEST", add, &a);
-  CHECK(rc == NEXAR_ERR_INVALID_ARGUMENT, "'%s' accepted (rc %d, '%s')", list ? list : "(null)",
-        rc, a.buf);
+  CHECK(rc == NEXAR_ERR_INVALID_ARGUMENT, "'%s' accepted (rc %d, '%s')", list ? list : "(null)", rc,
+        a.buf);
   CHECK(a.n == 0, "'%s': %zu hosts delivered before the refusal", list, a.n);
   const char *e = nexar_last_error();
   CHECK(strncmp(e, "TEST", 4) == 0, "'%s': error does not name the source: %s", list, e);

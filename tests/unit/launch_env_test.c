@@ -80,8 +80,8 @@ int main(void) {
     for (uint32_t s = 0; s < 40; s++) {
       uint16_t p = nx_slurm_port(j, s);
       CHECK(p >= NX_SLURM_PORT_BASE && p < NX_SLURM_PORT_BASE + NX_SLURM_PORT_SPAN, "port %u", p);
-      if (s < 15) CHECK(nx_slurm_port(j, s + 1) != p, "steps %u and %u of job %u share a port", s,
-                         s + 1, j);
+      if (s < 15)
+        CHECK(nx_slurm_port(j, s + 1) != p, "steps %u and %u of job %u share a port", s, s + 1, j);
     }
   CHECK(nx_slurm_port(UINT32_MAX, UINT32_MAX - 1) >= NX_SLURM_PORT_BASE, "batch step");
 
@@ -114,7 +114,8 @@ int main(void) {
   init_bad("SLURM_STEP_RESV_PORTS='abc' is malformed");
   unsetenv("SLURM_STEP_RESV_PORTS");
   setenv("NEXAR_WORLD_SIZE", "3", 1);
-  init_bad("inconsistent world: NEXAR_WORLD_SIZE=3 but Slurm (SLURM_NTASKS) says the world size is 2");
+  init_bad(
+      "inconsistent world: NEXAR_WORLD_SIZE=3 but Slurm (SLURM_NTASKS) says the world size is 2");
   unsetenv("NEXAR_WORLD_SIZE");
   unsetenv("SLURM_PROCID");
   setenv("MASTER_ADDR", "127.0.0.1", 1);

@@ -62,7 +62,8 @@ static void test_codec(void) {
   memcpy(line + 80, "=v", 2);
   dec_bad(line, 82, "key too long");
   size_t o = (size_t)snprintf(line, sizeof line, "cmd=a");
-  for (int i = 0; i < NX_PMI_FIELDS_MAX; i++) o += (size_t)snprintf(line + o, sizeof line - o, " k%d=v", i);
+  for (int i = 0; i < NX_PMI_FIELDS_MAX; i++)
+    o += (size_t)snprintf(line + o, sizeof line - o, " k%d=v", i);
   dec_bad(line, o, "too many fields");
   dec_bad(line, NX_PMI_LINE_MAX + 1, "too long");
 
@@ -85,7 +86,8 @@ static void test_codec(void) {
   CHECK(nx_pmi_encode(out, sizeof out, &len, "put", sp, 1) == NEXAR_ERR_INVALID_ARGUMENT, "space");
   CHECK(nx_pmi_encode(out, sizeof out, &len, "put", eq, 1) == NEXAR_ERR_INVALID_ARGUMENT, "'='");
   CHECK(nx_pmi_encode(out, sizeof out, &len, "put", k2, 1) == NEXAR_ERR_INVALID_ARGUMENT, "key");
-  CHECK(nx_pmi_encode(out, sizeof out, &len, "put", nl, 1) == NEXAR_ERR_INVALID_ARGUMENT, "newline");
+  CHECK(nx_pmi_encode(out, sizeof out, &len, "put", nl, 1) == NEXAR_ERR_INVALID_ARGUMENT,
+        "newline");
   CHECK(nx_pmi_encode(out, 10, &len, "put", kv, 3) == NEXAR_ERR_INVALID_ARGUMENT, "too small");
 }
 
@@ -128,8 +130,8 @@ out:
   return NULL;
 }
 
-static int run_open(const char *const *replies, uint32_t timeout_ms, nx_kvs **kvs,
-                    pthread_t *thr, script *s) {
+static int run_open(const char *const *replies, uint32_t timeout_ms, nx_kvs **kvs, pthread_t *thr,
+                    script *s) {
   int sv[2];
   CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
   s->fd = sv[1];
@@ -164,8 +166,12 @@ static void open_fails(const char *const *replies, int want, const char *why) {
 
 static void test_client(void) {
   /* the whole exchange as Hydra answers it, rank 1 reading rank 0's value */
-  const char *good[] = {HYDRA_INIT, HYDRA_MAXES, HYDRA_KVS, "cmd=barrier_out\n",
-                        "cmd=get_result rc=0 msg=success value=vm:46631\n", "cmd=finalize_ack\n",
+  const char *good[] = {HYDRA_INIT,
+                        HYDRA_MAXES,
+                        HYDRA_KVS,
+                        "cmd=barrier_out\n",
+                        "cmd=get_result rc=0 msg=success value=vm:46631\n",
+                        "cmd=finalize_ack\n",
                         NULL};
   nx_kvs *kvs = NULL;
   pthread_t thr;
@@ -202,16 +208,25 @@ static void test_client(void) {
   open_fails(nokvs, NEXAR_ERR_PROTOCOL, "no kvsname");
 
   /* a get the launcher refuses, and a value longer than the caller's buffer */
-  const char *miss[] = {HYDRA_INIT, HYDRA_MAXES, HYDRA_KVS, "cmd=barrier_out\n",
-                        "cmd=get_result rc=-1 msg=key_nexar-seed_not_found\n", "cmd=finalize_ack\n",
+  const char *miss[] = {HYDRA_INIT,
+                        HYDRA_MAXES,
+                        HYDRA_KVS,
+                        "cmd=barrier_out\n",
+                        "cmd=get_result rc=-1 msg=key_nexar-seed_not_found\n",
+                        "cmd=finalize_ack\n",
                         NULL};
   CHECK(run_open(miss, 2000, &kvs, &thr, &s) == 0, "open");
   CHECK(kvs->share(kvs, NULL, v, sizeof v, 2000) == NEXAR_ERR_IO, "missing key");
   CHECK(strstr(nexar_last_error(), "not_found"), "%s", nexar_last_error());
   kvs->close(kvs);
   pthread_join(thr, NULL);
-  const char *longv[] = {HYDRA_INIT, HYDRA_MAXES, HYDRA_KVS, "cmd=barrier_out\n",
-                         "cmd=get_result rc=0 value=0123456789abcdef\n", "cmd=finalize_ack\n", NULL};
+  const char *longv[] = {HYDRA_INIT,
+                         HYDRA_MAXES,
+                         HYDRA_KVS,
+                         "cmd=barrier_out\n",
+                         "cmd=get_result rc=0 value=0123456789abcdef\n",
+                         "cmd=finalize_ack\n",
+                         NULL};
   CHECK(run_open(longv, 2000, &kvs, &thr, &s) == 0, "open");
   CHECK(kvs->share(kvs, NULL, v, 8, 2000) == NEXAR_ERR_PROTOCOL, "long value accepted");
   kvs->close(kvs);
@@ -219,7 +234,8 @@ static void test_client(void) {
 
   /* the environment itself */
   setenv("PMI_FD", "x", 1);
-  CHECK(nx_pmi_open(&kvs, 100) == NEXAR_ERR_INVALID_ARGUMENT && strstr(nexar_last_error(), "PMI_FD"),
+  CHECK(nx_pmi_open(&kvs, 100) == NEXAR_ERR_INVALID_ARGUMENT &&
+            strstr(nexar_last_error(), "PMI_FD"),
         "bad PMI_FD");
   setenv("PMI_FD", "999", 1);
   CHECK(nx_pmi_open(&kvs, 100) == NEXAR_ERR_INVALID_ARGUMENT &&
