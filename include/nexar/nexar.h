@@ -224,8 +224,9 @@ NEXAR_EXTERN int nexar_join(nexar_client **out, const char *seed_addr, const nex
  *    rank 0's host name. OMPI_COMM_WORLD_RANK/SIZE, when set, must agree.
  *    A build without PMIx headers, or a host without libpmix, fails with
  *    NEXAR_ERR_UNSUPPORTED saying so: there is no silent fallback.
- * 3. PMI-1 (PMI_FD, PMI_RANK, PMI_SIZE: MPICH's Hydra mpiexec): the same
- *    exchange over Hydra's key-value space (put, barrier, get), every reply
+ * 3. PMI-1 (PMI_FD, PMI_RANK, PMI_SIZE: MPICH's Hydra mpiexec, srun
+ *    --mpi=pmi2, whose server also answers PMI-1): the same
+ *    exchange over the launcher's key-value space (put, barrier, get), every reply
  *    parsed as untrusted input (NEXAR_ERR_PROTOCOL when malformed).
  * 4. Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_ID and
  *    SLURM_STEP_NODELIST or SLURM_JOB_NODELIST: srun): rank SLURM_PROCID of

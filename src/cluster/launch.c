@@ -386,10 +386,11 @@ int nexar_init_from_env(nexar_client **out) {
     memcpy(others, all, sizeof others);
   }
   if ((!seed || !*seed) && kind == L_NONE)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, WHO
-                   ": no launcher found: set NEXAR_SEED_ADDR, or start under PMIx (mpirun, "
-                   "srun --mpi=pmix), MPICH's mpiexec (PMI_FD), srun (SLURM_PROCID, SLURM_NTASKS, "
-                   "SLURM_STEP_NODELIST) or torchrun (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)");
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   WHO ": no launcher found: set NEXAR_SEED_ADDR, or start under PMIx (mpirun, "
+                       "srun --mpi=pmix), PMI-1 (PMI_FD: MPICH's mpiexec, srun --mpi=pmi2), srun "
+                       "(SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_ID, SLURM_STEP_NODELIST) or "
+                       "torchrun (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE)");
   nexar_config cfg;
   int rc = nexar_config_default(&cfg);
   if (rc) return rc;

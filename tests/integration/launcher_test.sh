@@ -3,7 +3,8 @@
 #   launcher_test.sh slurm|slurm_pmix|mpirun|mpiexec|torchrun|env <launch_worker>
 # slurm, slurm_pmix: a one-node Slurm cluster on this host (munged, slurmctld,
 #   slurmd with test-owned config, state and sockets under a temporary
-#   directory, stopped at exit), then srun -n 4 (Slurm's variables) or
+#   directory, stopped at exit), then srun -n 4 (Slurm's variables; again
+#   with NEXAR_SEED_PORT; and srun --mpi=pmi2, whose PMI_FD speaks PMI-1), or
 #   srun --mpi=pmix -n 4 (skipped, 77, when Slurm's pmix plugin is absent).
 # mpirun: Open MPI's mpirun -np 4 --oversubscribe (PMIx). mpiexec: MPICH's
 #   Hydra mpiexec -n 4 (PMI-1 on PMI_FD). torchrun: --no_python
@@ -143,6 +144,11 @@ slurm)
   check Slurm "$T/out"
   grep -q "(port NEXAR_SEED_PORT)" "$T/out" || { echo "FAIL: NEXAR_SEED_PORT not used"; exit 1; }
   echo "ok srun -n 4 with NEXAR_SEED_PORT"
+  # Slurm's pmi2 plugin also answers the PMI-1 wire protocol on PMI_FD
+  timeout 60 srun --mpi=pmi2 -n 4 env NEXAR_DEBUG=info LAUNCH_RANK_VAR=SLURM_PROCID \
+    LAUNCH_WORLD_VAR=SLURM_NTASKS "$W" > "$T/out" 2>&1
+  check PMI-1 "$T/out"
+  echo "ok srun --mpi=pmi2 -n 4 (PMI-1 on Slurm's PMI_FD)"
   ;;
 slurm_pmix)
   start_slurm
