@@ -186,8 +186,9 @@ static int host_seed(const nexar_config *cfg, uint32_t world, nexar_seed **s, ch
   return rc;
 }
 
-/* PMIx or PMI-1: rank 0 hosts the seed and publishes "host:port" (or "!" and
- * why it could not), every rank reads it after the launcher's barrier. */
+/* PMIx or PMI-1: rank 0 hosts the seed and publishes "host:port" (or "!",
+ * its negated error code and why it could not host it), every rank reads it
+ * after the launcher's barrier and fails with rank 0's code in that case. */
 static int via_kvs(nx_kvs *kvs, const nexar_config *cfg, const char *others, nexar_client **out) {
   int rc = nx_join_check_rank_world(WHO, kvs->rank, kvs->world, kvs->name, kvs->name);
   if (!rc) rc = agree("NEXAR_WORLD_SIZE", kvs->world, kvs->name, "world size");
@@ -199,7 +200,11 @@ static int via_kvs(nx_kvs *kvs, const nexar_config *cfg, const char *others, nex
   nexar_seed *s = NULL;
   if (kvs->rank == 0) {
     if (!rc) rc = host_seed(cfg, kvs->world, &s, addr, sizeof addr);
-    if (rc) snprintf(addr, sizeof addr, "!rank 0: %.280s", nexar_last_error());
+    if (rc) { /* a value every store carries: no spaces or '=' (PMI-1) */
+      snprintf(addr, sizeof addr, "!%d rank 0: %.270s", -rc, nexar_last_error());
+      for (char *p = addr; *p; p++)
+        *p = *p == ' ' ? '+' : *p == '=' ? '~' : (*p < ' ' || *p > '~') ? '?' : *p;
+    }
   }
   int own = rc;
   char own_err[512];
@@ -222,7 +227,14 @@ static int via_kvs(nx_kvs *kvs, const nexar_config *cfg, const char *others, nex
     return nx_fail(src, WHO " (%s): %s", name, e);
   }
   kvs->close(kvs);
-  if (addr[0] == '!') return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, WHO " (%s): %s", name, addr + 1);
+  if (addr[0] == '!') { /* rank 0 could not host the seed: its reason, spaces restored */
+    for (char *p = addr; *p; p++)
+      *p = *p == '+' ? ' ' : *p == '~' ? '=' : *p;
+    char *why = NULL;
+    long code = strtol(addr + 1, &why, 10); /* rank 0's error code, as rank 0 got it */
+    if (code < 1 || code > 100 || *why != ' ') code = -NEXAR_ERR_PROTOCOL, why = addr;
+    return nx_fail((int)-code, WHO " (%s): %s", name, why + 1);
+  }
   NX_INFO(WHO ": launcher %s: rank %u of %u (local rank %u), seed %s%s%s", name, rank, world, local,
           addr, *others ? "; also present, ignored: " : "", others);
   rc = nx_join_ex(out, addr, cfg, rank, world, s);

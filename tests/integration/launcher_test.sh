@@ -199,6 +199,24 @@ env)
   mpirun_run -x NEXAR_CLUSTER_TOKEN -x NEXAR_WORLD_SIZE=3 > "$T/out" 2>&1
   refused "inconsistent world: NEXAR_WORLD_SIZE=3 but PMIx says the world size is 4" "$T/out" $?
   echo "ok mpirun with NEXAR_WORLD_SIZE=3: refused"
+  need mpiexec.mpich
+  timeout 60 mpiexec.mpich -n 4 -genv NEXAR_WORLD_SIZE 3 "$W" > "$T/out" 2>&1
+  refused "inconsistent world: NEXAR_WORLD_SIZE=3 but PMI-1 says the world size is 4" "$T/out" $?
+  echo "ok mpiexec with NEXAR_WORLD_SIZE=3: refused"
+  # rank 0 alone cannot host the seed (its port is taken): the others learn
+  # why through the launcher instead of waiting
+  p=$((20000 + RANDOM % 20000))
+  /usr/bin/python3 -c "import socket,time;s=socket.socket();s.bind(('0.0.0.0',$p));s.listen();time.sleep(60)" &
+  busy=$!
+  PIDS+=($busy)
+  sleep 0.5
+  timeout 60 mpiexec.mpich -n 4 -genv NEXAR_SEED_PORT $p "$W" > "$T/out" 2>&1
+  rc=$?
+  kill $busy 2>/dev/null
+  refused "init_from_env (PMI-1): rank 0: " "$T/out" $rc
+  n=$(grep -c "init_from_env (PMI-1): rank 0: " "$T/out")
+  [ "$n" = 3 ] || { echo "FAIL: $n of 3 ranks told why rank 0 failed"; cat "$T/out"; exit 1; }
+  echo "ok mpiexec with rank 0's seed port taken: every rank told why, no hang"
   slurm_env=(SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0 SLURM_JOB_ID=7 SLURM_STEP_ID=0
     SLURM_STEP_NODELIST=localhost)
   out=$(env "${slurm_env[@]}" SLURM_STEP_NODELIST='node[01-04' timeout 20 "$W" 2>&1)
