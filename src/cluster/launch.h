@@ -38,6 +38,10 @@ int nx_pmix_probe(char *why, size_t cap);
  * 0, NEXAR_ERR_INVALID_ARGUMENT (a malformed variable), NEXAR_ERR_PROTOCOL
  * (a malformed reply), NEXAR_ERR_IO, NEXAR_ERR_TIMEOUT, NOMEM. */
 int nx_pmi_open(nx_kvs **out, uint32_t timeout_ms);
+/* PMI-1 serves one successful nx_pmi_open per process (after finalize PMI_FD
+ * is closed; a second open is NEXAR_ERR_UNSUPPORTED). Unit tests that talk to
+ * several fake launchers in one process forget the first with this. */
+void nx_pmi_forget(void);
 
 /* The cluster token every launcher path needs: NEXAR_CLUSTER_TOKEN, or the
  * contents of the file NEXAR_CLUSTER_TOKEN_FILE names (a regular file not

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -145,8 +146,22 @@ static void pmi1_close(nx_kvs *kvs) {
   free(p);
 }
 
+/* PMI-1 serves a process once: after finalize the descriptor is closed and
+ * its number may belong to another file, so a second open is refused rather
+ * than writing to whatever PMI_FD now names. */
+static atomic_int pmi_used;
+
+void nx_pmi_forget(void) {
+  atomic_store(&pmi_used, 0);
+}
+
 int nx_pmi_open(nx_kvs **out, uint32_t timeout_ms) {
   *out = NULL;
+  if (atomic_load(&pmi_used))
+    return nx_fail(
+        NEXAR_ERR_UNSUPPORTED,
+        "init_from_env (PMI-1): this process already used its PMI_FD connection (PMI-1 "
+        "serves one nexar_init_from_env per process); use nexar_split, or NEXAR_SEED_ADDR");
   uint32_t fd, rank, size;
   int have_fd, have_rank, have_size, rc;
   if ((rc = nx_env_u32("PMI_FD", &fd, &have_fd)) ||
@@ -212,6 +227,7 @@ int nx_pmi_open(nx_kvs **out, uint32_t timeout_ms) {
     goto fail;
   }
   memcpy(p->kvsname, kvs, strlen(kvs) + 1);
+  atomic_store(&pmi_used, 1);
   free(m);
   *out = &p->base;
   return 0;

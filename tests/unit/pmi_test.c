@@ -96,6 +96,7 @@ static void test_codec(void) {
 typedef struct script {
   int fd;
   const char *const *replies; /* one per request read; NULL: close; "" : say nothing */
+  int bytewise;               /* write each reply one byte at a time */
 } script;
 
 static void *server(void *arg) {
@@ -123,12 +124,19 @@ static void *server(void *arg) {
       goto out;
     }
     size_t len = strlen(*r);
-    if (write(s->fd, *r, len) != (ssize_t)len) break;
+    if (s->bytewise) {
+      for (size_t i = 0; i < len; i++)
+        if (write(s->fd, *r + i, 1) != 1) goto out;
+    } else if (write(s->fd, *r, len) != (ssize_t)len) {
+      break;
+    }
   }
 out:
   close(s->fd);
   return NULL;
 }
+
+static int bytewise_next; /* the next fake launcher writes byte by byte */
 
 static int run_open(const char *const *replies, uint32_t timeout_ms, nx_kvs **kvs, pthread_t *thr,
                     script *s) {
@@ -136,6 +144,8 @@ static int run_open(const char *const *replies, uint32_t timeout_ms, nx_kvs **kv
   CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0, "socketpair");
   s->fd = sv[1];
   s->replies = replies;
+  s->bytewise = bytewise_next;
+  bytewise_next = 0;
   CHECK(pthread_create(thr, NULL, server, s) == 0, "thread");
   char fd[16];
   snprintf(fd, sizeof fd, "%d", sv[0]);
@@ -182,8 +192,20 @@ static void test_client(void) {
   CHECK(kvs->share(kvs, NULL, v, sizeof v, 2000) == 0 && !strcmp(v, "vm:46631"), "share: %s", v);
   kvs->close(kvs);
   pthread_join(thr, NULL);
+  /* PMI_FD is closed now: a second open must not write to whatever has its number */
+  CHECK(nx_pmi_open(&kvs, 100) == NEXAR_ERR_UNSUPPORTED &&
+            strstr(nexar_last_error(), "already used"),
+        "second PMI-1 open accepted");
+  nx_pmi_forget();
 
-  /* replies split across reads and two in one read are the same stream */
+  /* the same exchange with every reply split into one-byte reads */
+  bytewise_next = 1;
+  CHECK(run_open(good, 2000, &kvs, &thr, &s) == 0, "open, bytewise");
+  CHECK(kvs->share(kvs, NULL, v, sizeof v, 2000) == 0 && !strcmp(v, "vm:46631"), "bytewise: %s", v);
+  kvs->close(kvs);
+  pthread_join(thr, NULL);
+  nx_pmi_forget();
+
   const char *bad_ver[] = {"cmd=response_to_init pmi_version=2 rc=0\n", NULL};
   open_fails(bad_ver, NEXAR_ERR_PROTOCOL, "PMI version 2");
   const char *garbage[] = {"hello there\n", NULL};
@@ -216,6 +238,7 @@ static void test_client(void) {
                         "cmd=finalize_ack\n",
                         NULL};
   CHECK(run_open(miss, 2000, &kvs, &thr, &s) == 0, "open");
+  nx_pmi_forget();
   CHECK(kvs->share(kvs, NULL, v, sizeof v, 2000) == NEXAR_ERR_IO, "missing key");
   CHECK(strstr(nexar_last_error(), "not_found"), "%s", nexar_last_error());
   kvs->close(kvs);
@@ -228,6 +251,7 @@ static void test_client(void) {
                          "cmd=finalize_ack\n",
                          NULL};
   CHECK(run_open(longv, 2000, &kvs, &thr, &s) == 0, "open");
+  nx_pmi_forget();
   CHECK(kvs->share(kvs, NULL, v, 8, 2000) == NEXAR_ERR_PROTOCOL, "long value accepted");
   kvs->close(kvs);
   pthread_join(thr, NULL);
