@@ -227,7 +227,9 @@ NEXAR_EXTERN int nexar_join(nexar_client **out, const char *seed_addr, const nex
  * 3. PMI-1 (PMI_FD, PMI_RANK, PMI_SIZE: MPICH's Hydra mpiexec, srun
  *    --mpi=pmi2, whose server also answers PMI-1): the same
  *    exchange over the launcher's key-value space (put, barrier, get), every reply
- *    parsed as untrusted input (NEXAR_ERR_PROTOCOL when malformed).
+ *    parsed as untrusted input (NEXAR_ERR_PROTOCOL when malformed). PMI-1
+ *    serves one call per process (then PMI_FD is finalized and closed; a
+ *    second call is NEXAR_ERR_UNSUPPORTED: split the communicator instead).
  * 4. Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_ID and
  *    SLURM_STEP_NODELIST or SLURM_JOB_NODELIST: srun): rank SLURM_PROCID of
  *    SLURM_NTASKS; task 0 hosts the seed, which the others find on the first
