@@ -4,7 +4,8 @@
 # slurm, slurm_pmix: a one-node Slurm cluster on this host (munged, slurmctld,
 #   slurmd with test-owned config, state and sockets under a temporary
 #   directory, stopped at exit), then srun -n 4 (Slurm's variables; again
-#   with NEXAR_SEED_PORT; and srun --mpi=pmi2, whose PMI_FD speaks PMI-1), or
+#   with NEXAR_SEED_PORT; srun --mpi=pmi2, whose PMI_FD speaks PMI-1; the
+#   README's batch script through sbatch --wait), or
 #   srun --mpi=pmix -n 4 (skipped, 77, when Slurm's pmix plugin is absent).
 # mpirun: Open MPI's mpirun -np 4 --oversubscribe (PMIx). mpiexec: MPICH's
 #   Hydra mpiexec -n 4 (PMI-1 on PMI_FD). torchrun: --no_python
@@ -149,6 +150,21 @@ slurm)
     LAUNCH_WORLD_VAR=SLURM_NTASKS "$W" > "$T/out" 2>&1
   check PMI-1 "$T/out"
   echo "ok srun --mpi=pmi2 -n 4 (PMI-1 on Slurm's PMI_FD)"
+  # the README's batch script, through sbatch (one node here, so --ntasks)
+  cat > "$T/job.sh" <<JOB
+#!/bin/bash
+#SBATCH --ntasks=4
+export NEXAR_CLUSTER_TOKEN_FILE=$T/.nexar-token-\$SLURM_JOB_ID
+(umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > "\$NEXAR_CLUSTER_TOKEN_FILE")
+export NEXAR_DEBUG=info LAUNCH_RANK_VAR=SLURM_PROCID LAUNCH_WORLD_VAR=SLURM_NTASKS
+srun $W
+rm -f "\$NEXAR_CLUSTER_TOKEN_FILE"
+JOB
+  timeout 90 env -u NEXAR_CLUSTER_TOKEN sbatch --wait -o "$T/job.out" "$T/job.sh" > "$T/sbatch" 2>&1 ||
+    { echo "FAIL: sbatch"; cat "$T/sbatch" "$T/job.out" "$T/job.sh"; exit 1; }
+  check Slurm "$T/job.out"
+  ls "$T"/.nexar-token-* >/dev/null 2>&1 && { echo "FAIL: the job's token file is left"; exit 1; }
+  echo "ok sbatch of the README's batch script (a token file per job, srun)"
   ;;
 slurm_pmix)
   start_slurm
