@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 typedef struct pmi1 {
@@ -30,7 +31,9 @@ static int pmi_send(pmi1 *p, const char *what, const char *cmd, const char *cons
   if (rc) return rc;
   NX_TRACE("PMI -> %.*s", (int)len - 1, line);
   for (size_t o = 0; o < len;) {
-    ssize_t w = write(p->fd, line + o, len - o);
+    /* a launcher gone away must be an error here, not SIGPIPE for the process */
+    ssize_t w = send(p->fd, line + o, len - o, MSG_NOSIGNAL);
+    if (w < 0 && errno == ENOTSOCK) w = write(p->fd, line + o, len - o);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0)
       return nx_fail(NEXAR_ERR_IO, "%s: writing to the launcher (PMI_FD=%d): %s", what, p->fd,
