@@ -222,8 +222,13 @@ NEXAR_EXTERN int nexar_join(nexar_client **out, const char *seed_addr, const nex
  *    PMIx_Put/Commit, the others read it after a PMIx_Fence. The host is
  *    NEXAR_SEED_HOST, else the host of a non-wildcard NEXAR_BIND_ADDR, else
  *    rank 0's host name. OMPI_COMM_WORLD_RANK/SIZE, when set, must agree.
- *    A build without PMIx headers, or a host without libpmix, fails with
- *    NEXAR_ERR_UNSUPPORTED saying so: there is no silent fallback.
+ *    NEXAR_PMIX_LIB names another libpmix (a path or soname). A build
+ *    without PMIx headers, or a host without libpmix, fails with
+ *    NEXAR_ERR_UNSUPPORTED saying so, with one documented exception: under
+ *    Open MPI (OMPI_COMM_WORLD_RANK and _SIZE set) with both NEXAR_SEED_HOST
+ *    and NEXAR_SEED_PORT set, the world forms from OMPI_COMM_WORLD_RANK/SIZE
+ *    instead, rank 0 hosting the seed at that address (logged at info as
+ *    "launcher Open MPI variables (PMIx unusable: ...)").
  * 3. PMI-1 (PMI_FD, PMI_RANK, PMI_SIZE: MPICH's Hydra mpiexec, srun
  *    --mpi=pmi2, whose server also answers PMI-1): the same
  *    exchange over the launcher's key-value space (put, barrier, get), every reply

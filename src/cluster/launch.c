@@ -365,6 +365,45 @@ static int via_torchrun(const nexar_config *cfg, const char *others, nexar_clien
   return rc;
 }
 
+/* Open MPI without PMIx (libpmix missing, or a build without its headers):
+ * the documented fallback, only when the user names the seed's place with
+ * NEXAR_SEED_HOST and NEXAR_SEED_PORT; rank and world from
+ * OMPI_COMM_WORLD_RANK/SIZE, and that rank 0 hosts the seed there. */
+static int via_ompi_env(const nexar_config *cfg, const char *why, const char *others,
+                        nexar_client **out) {
+  uint32_t rank = 0, world = 0, local = 0;
+  uint16_t port = 0;
+  int h, rc;
+  if ((rc = nx_env_u32("OMPI_COMM_WORLD_RANK", &rank, &h)) ||
+      (rc = nx_env_u32("OMPI_COMM_WORLD_SIZE", &world, &h)) ||
+      (rc = nx_env_u32("OMPI_COMM_WORLD_LOCAL_RANK", &local, &h)) ||
+      (rc = nx_env_u16("NEXAR_SEED_PORT", &port, &h)))
+    return rc;
+  if (world == 0)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, WHO ": OMPI_COMM_WORLD_SIZE=0; a world has a rank");
+  if ((rc = nx_join_check_rank_world(WHO, rank, world, "OMPI_COMM_WORLD_RANK",
+                                     "OMPI_COMM_WORLD_SIZE")) ||
+      (rc = agree("NEXAR_WORLD_SIZE", world, "Open MPI (OMPI_COMM_WORLD_SIZE)", "world size")))
+    return rc;
+  const char *host = getenv("NEXAR_SEED_HOST");
+  char addr[NX_ADDR_MAX];
+  if (strlen(host) > NX_ADDR_MAX - 10)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, WHO ": NEXAR_SEED_HOST is too long");
+  if ((rc = nx_addr_join(addr, sizeof addr, host, port))) return rc;
+  nexar_seed *s = NULL;
+  if (rank == 0) {
+    char listen[NX_ADDR_MAX];
+    nx_addr_join(listen, sizeof listen, nx_addr_is_v6(host) ? "::" : "0.0.0.0", port);
+    if ((rc = nexar_seed_new(&s, listen, world, cfg))) return rc;
+  }
+  NX_INFO(WHO ": launcher Open MPI variables (PMIx unusable: %s): rank %u of %u (local rank %u), "
+              "seed %s (NEXAR_SEED_HOST, NEXAR_SEED_PORT)%s%s",
+          why, rank, world, local, addr, *others ? "; also present, ignored: " : "", others);
+  rc = nx_join_ex(out, addr, cfg, rank, world, s);
+  if (rc) nexar_seed_del(s);
+  return rc;
+}
+
 /* ------------------------------------------------------------ the entry */
 
 static int explicit_seed(const char *seed, const nexar_config *cfg, const char *others,
@@ -416,7 +455,20 @@ int nexar_init_from_env(nexar_client **out) {
   } else if (kind == L_PMIX || kind == L_PMI) {
     nx_kvs *kvs = NULL;
     rc = kind == L_PMIX ? nx_pmix_open(&kvs) : nx_pmi_open(&kvs, cfg.connect_timeout_ms);
-    if (!rc) rc = via_kvs(kvs, &cfg, others, out);
+    if (!rc) {
+      rc = via_kvs(kvs, &cfg, others, out);
+    } else if (rc == NEXAR_ERR_UNSUPPORTED && kind == L_PMIX && present("OMPI_COMM_WORLD_RANK") &&
+               present("OMPI_COMM_WORLD_SIZE")) {
+      char why[512];
+      snprintf(why, sizeof why, "%s", nexar_last_error());
+      if (present("NEXAR_SEED_HOST") && present("NEXAR_SEED_PORT"))
+        rc = via_ompi_env(&cfg, why, others, out);
+      else
+        rc = nx_fail(rc,
+                     "%s; or set NEXAR_SEED_HOST and NEXAR_SEED_PORT (the same on every rank) to "
+                     "form the world from OMPI_COMM_WORLD_RANK/SIZE without PMIx",
+                     why);
+    }
   } else if (kind == L_SLURM) {
     rc = via_slurm(&cfg, others, out);
   } else {

@@ -132,21 +132,28 @@ static void pmix_close(nx_kvs *kvs) {
   free(p);
 }
 
+/* NEXAR_PMIX_LIB names another libpmix (a path, or a soname). */
+static const char *lib_name(void) {
+  const char *l = getenv("NEXAR_PMIX_LIB");
+  return l && *l ? l : "libpmix.so.2";
+}
+
 int nx_pmix_open(nx_kvs **out) {
   *out = NULL;
-  void *lib = dlopen("libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
+  void *lib = dlopen(lib_name(), RTLD_NOW | RTLD_GLOBAL);
   if (!lib)
     return nx_fail(NEXAR_ERR_UNSUPPORTED,
-                   "init_from_env (PMIx): PMIX_RANK is set but libpmix.so.2 cannot be loaded (%s); "
-                   "install libpmix2, or set NEXAR_SEED_ADDR",
-                   dlerror());
+                   "init_from_env (PMIx): PMIX_RANK is set but %.200s cannot be loaded (%.200s): "
+                   "install libpmix2 or set NEXAR_PMIX_LIB",
+                   lib_name(), dlerror());
   pmixc *p = calloc(1, sizeof *p);
   if (!p) return nx_fail(NEXAR_ERR_NOMEM, "PMIx: no memory");
   p->lib = lib;
 #define NX_SYM(f, name)                                                                            \
   if (!(*(void **)&p->f = dlsym(lib, name))) {                                                     \
     free(p);                                                                                       \
-    return nx_fail(NEXAR_ERR_UNSUPPORTED, "init_from_env (PMIx): libpmix.so.2 has no %s", name);   \
+    return nx_fail(NEXAR_ERR_UNSUPPORTED, "init_from_env (PMIx): %.200s has no %s", lib_name(),    \
+                   name);                                                                          \
   }
   NX_SYM(init, "PMIx_Init");
   NX_SYM(finalize, "PMIx_Finalize");
@@ -189,14 +196,14 @@ int nx_pmix_open(nx_kvs **out) {
 }
 
 int nx_pmix_probe(char *why, size_t cap) {
-  void *lib = dlopen("libpmix.so.2", RTLD_NOW | RTLD_GLOBAL);
+  void *lib = dlopen(lib_name(), RTLD_NOW | RTLD_GLOBAL);
   if (!lib) {
-    snprintf(why, cap, "libpmix.so.2 cannot be loaded: %s", dlerror());
+    snprintf(why, cap, "%.200s cannot be loaded: %.200s", lib_name(), dlerror());
     return 0;
   }
   __typeof__(PMIx_Get_version) *ver =
       (__typeof__(PMIx_Get_version) *)dlsym(lib, "PMIx_Get_version");
-  snprintf(why, cap, "libpmix.so.2 loads (%s)", ver ? ver() : "version unknown");
+  snprintf(why, cap, "%.200s loads (%.200s)", lib_name(), ver ? ver() : "version unknown");
   return 1; /* left loaded, as after a real PMIx_Init */
 }
 
@@ -211,7 +218,7 @@ int nx_pmix_open(nx_kvs **out) {
   *out = NULL;
   return nx_fail(NEXAR_ERR_UNSUPPORTED,
                  "init_from_env (PMIx): PMIX_RANK is set but this libnexar was built without "
-                 "PMIx headers (install libpmix-dev and rebuild), or set NEXAR_SEED_ADDR");
+                 "PMIx headers (install libpmix-dev and rebuild)");
 }
 
 #endif

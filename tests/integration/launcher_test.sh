@@ -7,7 +7,9 @@
 #   with NEXAR_SEED_PORT; srun --mpi=pmi2, whose PMI_FD speaks PMI-1; the
 #   README's batch script through sbatch --wait), or
 #   srun --mpi=pmix -n 4 (skipped, 77, when Slurm's pmix plugin is absent).
-# mpirun: Open MPI's mpirun -np 4 --oversubscribe (PMIx). mpiexec: MPICH's
+# mpirun: Open MPI's mpirun -np 4 --oversubscribe (PMIx; then with libpmix
+#   made unloadable: refused, and the documented OMPI_COMM_WORLD_* fallback
+#   with NEXAR_SEED_HOST/NEXAR_SEED_PORT). mpiexec: MPICH's
 #   Hydra mpiexec -n 4 (PMI-1 on PMI_FD). torchrun: --no_python
 #   --nproc_per_node=4, with the agent store (static rendezvous) and without
 #   (c10d rendezvous).
@@ -52,7 +54,7 @@ check() {
     grep -q "launch_worker: rank $r of $n ok" "$f" || { echo "FAIL: rank $r of $n not ok"; rc=1; }
   done
   local used
-  used=$(grep -c "init_from_env: launcher $want:" "$f")
+  used=$(grep -cF "init_from_env: launcher $want" "$f")
   [ "$used" = "$n" ] || { echo "FAIL: $used of $n ranks used launcher $want"; rc=1; }
   if [ $rc != 0 ]; then cat "$f"; exit 1; fi
 }
@@ -182,6 +184,14 @@ mpirun)
   mpirun_run -x NEXAR_CLUSTER_TOKEN > "$T/out" 2>&1
   check PMIx "$T/out"
   echo "ok mpirun.openmpi -np 4 (PMIx)"
+  # without a usable libpmix: refused, naming the documented fallback ...
+  mpirun_run -x NEXAR_CLUSTER_TOKEN -x NEXAR_PMIX_LIB=/nonexistent/libpmix.so.2 > "$T/out" 2>&1
+  refused "cannot be loaded.*or set NEXAR_SEED_HOST and NEXAR_SEED_PORT" "$T/out" $?
+  # ... which forms the world from OMPI_COMM_WORLD_RANK/SIZE when asked for
+  mpirun_run -x NEXAR_CLUSTER_TOKEN -x NEXAR_PMIX_LIB=/nonexistent/libpmix.so.2 \
+    -x NEXAR_SEED_HOST=127.0.0.1 -x NEXAR_SEED_PORT=$((20000 + RANDOM % 20000)) > "$T/out" 2>&1
+  check "Open MPI variables (PMIx unusable" "$T/out"
+  echo "ok mpirun without libpmix: refused, or the OMPI_COMM_WORLD_* fallback with NEXAR_SEED_HOST/PORT"
   ;;
 mpiexec)
   need mpiexec.mpich
