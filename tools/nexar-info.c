@@ -148,6 +148,7 @@ static void show_launcher(void) {
                                      "NEXAR_WORLD_SIZE",
                                      "NEXAR_SEED_PORT",
                                      "NEXAR_SEED_HOST",
+                                     "NEXAR_PMIX_LIB",
                                      "PMIX_RANK",
                                      "PMIX_NAMESPACE",
                                      "OMPI_COMM_WORLD_RANK",
