@@ -2,7 +2,13 @@
 # Installs the Debian 12 packages libnexar needs to build and test, if missing.
 set -eu
 pkgs="build-essential cmake pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev
-      clang libclang-rt-14-dev nftables iproute2 python3"
+      clang libclang-rt-14-dev nftables iproute2 python3
+      libpmix-dev openmpi-bin mpich slurmctld slurmd slurm-client munge python3-torch"
+# libpmix-dev: PMIx headers for the PMIx launcher path (libpmix itself is
+# loaded at run time). openmpi-bin, mpich, slurm*, munge, python3-torch: the
+# real launchers the launcher.* tests start (mpirun.openmpi, mpiexec.mpich,
+# srun, torchrun). mpich and openmpi both provide the mpirun alternative; the
+# tests call them by their full names.
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

@@ -235,7 +235,62 @@ NEXAR_EXTERN void nexar_seed_del(nexar_seed *s);
 
 /** Joins through a seed; returns once the full mesh is connected. */
 NEXAR_EXTERN int nexar_join(nexar_client **out, const char *seed_addr, const nexar_config *cfg);
-/** Joins as NEXAR_SEED_ADDR or the torchrun variables say (see the API guide). */
+/** Joins as the launcher that started this process says. The first of these
+ * that is present decides (NEXAR_DEBUG=info logs which one, and the others it
+ * ignored; `nexar-info --launcher` shows it without starting anything):
+ *
+ * 1. NEXAR_SEED_ADDR (+ optional NEXAR_WORLD_SIZE, NEXAR_RANK to ask for a
+ *    rank): join a running seed (nexar-seed); without NEXAR_RANK the seed
+ *    assigns ranks.
+ * 2. PMIx (PMIX_RANK and PMIX_NAMESPACE: Open MPI's mpirun, srun
+ *    --mpi=pmix): libpmix.so.2 is loaded at run time (never linked); rank and
+ *    world are PMIx's rank and job size; rank 0 hosts the seed on an
+ *    ephemeral port (or NEXAR_SEED_PORT) and publishes "host:port" with
+ *    PMIx_Put/Commit, the others read it after a PMIx_Fence. The host is
+ *    NEXAR_SEED_HOST, else the host of a non-wildcard NEXAR_BIND_ADDR, else
+ *    rank 0's host name. OMPI_COMM_WORLD_RANK/SIZE, when set, must agree.
+ *    NEXAR_PMIX_LIB names another libpmix (a path or soname). A build
+ *    without PMIx headers, or a host without libpmix, fails with
+ *    NEXAR_ERR_UNSUPPORTED saying so, with one documented exception: under
+ *    Open MPI (OMPI_COMM_WORLD_RANK and _SIZE set) with both NEXAR_SEED_HOST
+ *    and NEXAR_SEED_PORT set, the world forms from OMPI_COMM_WORLD_RANK/SIZE
+ *    instead, rank 0 hosting the seed at that address (logged at info as
+ *    "launcher Open MPI variables (PMIx unusable: ...)").
+ * 3. PMI-1 (PMI_FD, PMI_RANK, PMI_SIZE: MPICH's Hydra mpiexec, srun
+ *    --mpi=pmi2, whose server also answers PMI-1): the same
+ *    exchange over the launcher's key-value space (put, barrier, get), every reply
+ *    parsed as untrusted input (NEXAR_ERR_PROTOCOL when malformed). PMI-1
+ *    serves one call per process (then PMI_FD is finalized and closed; a
+ *    second call is NEXAR_ERR_UNSUPPORTED: split the communicator instead).
+ * 4. Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_ID and
+ *    SLURM_STEP_NODELIST or SLURM_JOB_NODELIST: srun): rank SLURM_PROCID of
+ *    SLURM_NTASKS; task 0 hosts the seed, which the others find on the first
+ *    node of the node list (a Slurm hostlist, "node[01-04,07],gpu-a[1-2]";
+ *    task 0 must run there: block or cyclic distribution, else
+ *    INVALID_ARGUMENT) at port NEXAR_SEED_PORT, else the first of
+ *    SLURM_STEP_RESV_PORTS (srun --resv-ports), else 20000 + (SLURM_JOB_ID
+ *    mod 1250) * 16 + SLURM_STEP_ID mod 16. NEXAR_SEED_HOST overrides the
+ *    host.
+ * 5. torchrun (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE): the process with
+ *    RANK 0 hosts the seed itself at MASTER_ADDR:P, and every process gets
+ *    exactly the rank RANK. P is NEXAR_SEED_PORT if set; else MASTER_PORT + 1
+ *    when TORCHELASTIC_USE_AGENT_STORE=True (torchrun's agent already
+ *    listens on MASTER_PORT); else MASTER_PORT.
+ *
+ * Every launcher path needs the same cluster token on every process:
+ * NEXAR_CLUSTER_TOKEN, or NEXAR_CLUSTER_TOKEN_FILE naming a regular file not
+ * accessible by group or others (trailing newline ignored, at most 4096
+ * bytes); neither, both, or an unsafe file: NEXAR_ERR_INVALID_ARGUMENT naming
+ * both variables. A world size that is inconsistent (NEXAR_WORLD_SIZE set
+ * and differing from the launcher's, a rank outside the world, a node list
+ * that disagrees with SLURM_STEP_NUM_NODES) is NEXAR_ERR_INVALID_ARGUMENT
+ * before any socket; under PMIx and PMI-1 rank 0's refusal reaches every
+ * rank through the launcher, and ranks that disagree among themselves get
+ * NEXAR_ERR_MISMATCH from the seed, so no rank waits for one that failed.
+ * Addresses are "host:port", the host a DNS name, an IPv4 address or a
+ * bracketed IPv6 address ("[::1]:29500"). Returns 0, INVALID_ARGUMENT,
+ * UNSUPPORTED, PROTOCOL, IO, TIMEOUT (connect_timeout_ms), AUTH, MISMATCH,
+ * PEER_LOST (a rank died during formation) or NOMEM. */
 NEXAR_EXTERN int nexar_init_from_env(nexar_client **out);
 
 /** This process's rank on c. */

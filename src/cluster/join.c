@@ -1,6 +1,6 @@
-/* Workers: nexar_join (through a seed) and nexar_init_from_env (NEXAR_SEED_ADDR
- * or torchrun's MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE). The private key is
- * generated here and never leaves the process; the seed only sees a CSR. */
+/* Workers: nexar_join through a seed, and the join behind nexar_init_from_env
+ * (launch.c). The private key is generated here and never leaves the
+ * process; the seed only sees a CSR. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 
 #include "cluster/bootmsg.h"
 #include "cluster/chan.h"
+#include "cluster/launch.h"
 #include "cluster/mesh.h"
 #include "core/addr.h"
 #include "core/config.h"
@@ -45,7 +46,7 @@ static int connect_seed(nx_chan **ch, const char *seed, const char *token, uint6
 
 /* A requested rank and world that cannot work, named with where they came
  * from ("NEXAR_RANK=7", "NEXAR_WORLD_SIZE=3"), before any socket is opened. */
-static int check_rank_world(const char *who, uint32_t rank, uint32_t world, const char *rank_src,
+int nx_join_check_rank_world(const char *who, uint32_t rank, uint32_t world, const char *rank_src,
                             const char *world_src) {
   if (world > NX_BOOT_WORLD_MAX)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: a world of %u ranks (%s=%u); at most %u", who,
@@ -115,14 +116,14 @@ static void seed_del(void *seed) {
   nexar_seed_del(seed);
 }
 
-static int join_ex(nexar_client **out, const char *seed_addr, const nexar_config *ucfg,
+int nx_join_ex(nexar_client **out, const char *seed_addr, const nexar_config *ucfg,
                    uint32_t want_rank, uint32_t world_hint, nexar_seed *own_seed) {
   if (!out) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: NULL out");
   *out = NULL;
   if (!seed_addr || !*seed_addr) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: no seed address");
   nexar_config cfg;
   int rc = check_addr_len("join", "the seed address", seed_addr);
-  if (!rc) rc = check_rank_world("join", want_rank, world_hint, "rank", "world_size");
+  if (!rc) rc = nx_join_check_rank_world("join", want_rank, world_hint, "rank", "world_size");
   if (!rc) rc = nx_config_resolve(ucfg, &cfg);
   if (rc) return rc;
   const char *token = cfg.cluster_token;
@@ -230,62 +231,5 @@ out:
 }
 
 int nexar_join(nexar_client **out, const char *seed_addr, const nexar_config *cfg) {
-  return join_ex(out, seed_addr, cfg, NX_BOOT_ANY_RANK, 0, NULL);
-}
-
-int nexar_init_from_env(nexar_client **out) {
-  if (!out) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: NULL out");
-  *out = NULL;
-  const char *seed = getenv("NEXAR_SEED_ADDR");
-  uint32_t rank = NX_BOOT_ANY_RANK, world = 0;
-  int rc;
-  if (seed && *seed) {
-    if ((rc = nx_env_u32("NEXAR_WORLD_SIZE", &world, NULL))) return rc;
-    if ((rc = nx_env_u32("NEXAR_RANK", &rank, NULL)) ||
-        (rc = check_addr_len("init_from_env", "NEXAR_SEED_ADDR", seed)) ||
-        (rc = check_rank_world("init_from_env", rank, world, "NEXAR_RANK", "NEXAR_WORLD_SIZE")))
-      return rc;
-    return join_ex(out, seed, NULL, rank, world, NULL);
-  }
-  const char *maddr = getenv("MASTER_ADDR");
-  int have_port, have_rank, have_world;
-  uint16_t mport = 0, sport = 0;
-  if (!maddr || !*maddr)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
-                   "init_from_env: set NEXAR_SEED_ADDR, or MASTER_ADDR, MASTER_PORT, RANK and "
-                   "WORLD_SIZE");
-  if ((rc = nx_env_u16("MASTER_PORT", &mport, &have_port))) return rc;
-  if ((rc = nx_env_u32("RANK", &rank, &have_rank))) return rc;
-  if ((rc = nx_env_u32("WORLD_SIZE", &world, &have_world))) return rc;
-  if (!have_port || !have_rank || !have_world)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: MASTER_ADDR is set but %s is not",
-                   !have_port ? "MASTER_PORT" : !have_rank ? "RANK" : "WORLD_SIZE");
-  if (world == 0)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "init_from_env: WORLD_SIZE=0; a world has a rank");
-  if ((rc = check_rank_world("init_from_env", rank, world, "RANK", "WORLD_SIZE")))
-    return rc;
-  if (strlen(maddr) > NX_ADDR_MAX - 10) /* room for brackets and ":port" */
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
-                   "init_from_env: MASTER_ADDR is longer than %d characters", NX_ADDR_MAX - 10);
-  const char *tok = getenv("NEXAR_CLUSTER_TOKEN");
-  if (!tok || !*tok)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
-                   "init_from_env: NEXAR_CLUSTER_TOKEN must be set (the same on every process)");
-  int have_sport;
-  if ((rc = nx_env_u16("NEXAR_SEED_PORT", &sport, &have_sport))) return rc;
-  if (!have_sport) {
-    const char *agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
-    sport = (agent && !strcmp(agent, "True")) ? (uint16_t)(mport + 1) : mport;
-  }
-  char addr[NX_ADDR_MAX];
-  if ((rc = nx_addr_join(addr, sizeof addr, maddr, sport))) return rc;
-  nexar_seed *s = NULL;
-  if (rank == 0) { /* rank 0 hosts the seed, as torchrun's store host does */
-    char listen[NX_ADDR_MAX];
-    nx_addr_join(listen, sizeof listen, nx_addr_is_v6(maddr) ? "::" : "0.0.0.0", sport);
-    if ((rc = nexar_seed_new(&s, listen, world, NULL))) return rc;
-  }
-  rc = join_ex(out, addr, NULL, rank, world, s);
-  if (rc) nexar_seed_del(s);
-  return rc;
+  return nx_join_ex(out, seed_addr, cfg, NX_BOOT_ANY_RANK, 0, NULL);
 }

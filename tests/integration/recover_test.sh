@@ -332,7 +332,7 @@ NFT
 scenario_soak() {
   local runs=${SOAK_RUNS:-4} k victim delay t s
   for k in $(seq "$runs"); do
-    victim=$((RANDOM % 4))
+    victim=${SOAK_VICTIM:-$((RANDOM % 4))}
     delay=$((200 + RANDOM % 1300))
     start_world soak$k 4 allreduce --count $((RANDOM % 2 ? 1024 : 1048576)) || continue
     sleep "$(awk "BEGIN {print $delay / 1000}")"

@@ -190,3 +190,22 @@ add_test(NAME integration.recover
                  $<TARGET_FILE:nexar-seed> $<TARGET_FILE:recover_worker>)
 set_tests_properties(integration.recover PROPERTIES TIMEOUT 480
                      LABELS "integration;netns" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+# BEGIN launcher
+# nexar_init_from_env under each real launcher, started by the test: a
+# one-node Slurm cluster (srun -n 4; srun --mpi=pmix -n 4, skipped when
+# Slurm's pmix plugin is absent), Open MPI's mpirun (PMIx), MPICH's mpiexec
+# (PMI-1), torchrun with and without its agent store; refusals (missing
+# token, inconsistent worlds, token file permissions). A launcher that is not
+# installed fails (scripts/deps.sh installs them).
+foreach(m slurm slurm_pmix mpirun mpiexec torchrun env)
+  add_test(NAME launcher.${m} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/launcher_test.sh
+           ${m} $<TARGET_FILE:launch_worker>)
+  set_tests_properties(launcher.${m} PROPERTIES TIMEOUT 180 LABELS "launcher")
+endforeach()
+set_tests_properties(launcher.slurm launcher.slurm_pmix PROPERTIES SKIP_RETURN_CODE 77) # 77: not root (slurm), no pmix plugin
+# END launcher
+# BEGIN info
+add_test(NAME integration.info COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/info_test.sh
+         $<TARGET_FILE:nexar-info>)
+set_tests_properties(integration.info PROPERTIES TIMEOUT 60 LABELS "integration")
+# END info
