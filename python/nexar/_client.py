@@ -23,7 +23,7 @@ import threading
 import weakref
 
 from . import _nexar
-from ._buffers import DTYPES, dtype_code, like, nbytes, op_code
+from ._buffers import DTYPES, _adapt, dtype_code, like, nbytes, op_code
 from ._errors import InvalidArgumentError
 
 COLOR_NONE = _nexar.COLOR_NONE
@@ -346,6 +346,63 @@ class Client:
             recv = _out(out, recv, send, 0)
         return self._c.scatter(send, recv, dtype_code(dtype), root, async_op)
 
+    # -------------------------------------- variable-count collectives
+    def all_gather_v(self, send, recv, counts, displs=None, *, dtype=None, async_op=False):
+        """Rank i's send (counts[i] elements; counts the same on every rank,
+        else MismatchError) lands in recv at displs[i] (packed in rank order
+        when displs is None). recv None: allocated like send. Returns recv."""
+        counts = [int(x) for x in counts]
+        if recv is None:
+            ext = max((d + c for d, c in zip(displs, counts)), default=0) if displs else sum(counts)
+            recv = like(send, ext * _elem_size(send, dtype))
+        return self._c.all_gather_v(send, recv, counts, displs, dtype_code(dtype), async_op)
+
+    def reduce_scatter_v(self, send, recv, counts, op="sum", *, dtype=None, async_op=False):
+        """send holds sum(counts) elements packed in rank order; rank r's recv
+        (counts[r] elements) gets the reduction of block r. recv None:
+        allocated. Returns recv."""
+        counts = [int(x) for x in counts]
+        if recv is None:
+            recv = like(send, counts[self.rank] * _elem_size(send, dtype))
+        return self._c.reduce_scatter_v(send, recv, counts, dtype_code(dtype), op_code(op),
+                                        async_op)
+
+    def all_to_all_v(self, send, send_counts, recv, recv_counts, send_displs=None,
+                     recv_displs=None, *, dtype=None, async_op=False):
+        """send_counts[j] elements (at send_displs[j], default packed) go to
+        rank j; the block from rank i lands at recv_displs[i] and must have
+        recv_counts[i] elements (else SizeMismatchError on this rank). recv
+        None: allocated (packed). Returns recv."""
+        send_counts = [int(x) for x in send_counts]
+        recv_counts = [int(x) for x in recv_counts]
+        if recv is None:
+            recv = like(send, sum(recv_counts) * _elem_size(send, dtype))
+        return self._c.all_to_all_v(send, send_counts, send_displs, recv, recv_counts,
+                                    recv_displs, dtype_code(dtype), async_op)
+
+    def gather_v(self, send, recv, counts, root=0, displs=None, *, dtype=None, async_op=False):
+        """Rank i's send (counts[i] elements) lands in root's recv at
+        displs[i] (packed by default). counts/displs/recv are used at the
+        root only (recv None there: allocated). Returns recv at the root,
+        None elsewhere."""
+        if self.rank != root:
+            return self._c.gather_v(send, None, [], None, dtype_code(dtype), root, async_op)
+        counts = [int(x) for x in counts]
+        if recv is None:
+            recv = like(send, sum(counts) * _elem_size(send, dtype))
+        return self._c.gather_v(send, recv, counts, displs, dtype_code(dtype), root, async_op)
+
+    def scatter_v(self, send, counts, recv, root=0, displs=None, *, dtype=None, async_op=False):
+        """Root sends counts[i] elements at displs[i] of send (packed by
+        default) to rank i, whose recv must hold exactly that many. send and
+        counts are used at the root only. Returns recv."""
+        if self.rank != root:
+            return self._c.scatter_v(None, recv, [], None, dtype_code(dtype), root, async_op)
+        counts = [int(x) for x in counts]
+        if recv is None:
+            recv = like(send, counts[root] * _elem_size(send, dtype))
+        return self._c.scatter_v(send, recv, counts, displs, dtype_code(dtype), root, async_op)
+
     def barrier(self, *, async_op=False):
         """Returns once every rank has entered (barrier_timeout_ms)."""
         return self._c.barrier(async_op)
@@ -455,7 +512,7 @@ class Client:
 
     def allgather_obj(self, obj):
         """Collective: the list of every rank's object, in rank order. Small
-        objects (no out-of-band buffers on any rank) take one all_gather of
+        objects (no out-of-band buffers on any rank) take one all_gather_v of
         the pickles; otherwise each rank's object is broadcast in turn with
         its buffers out of band."""
         n = self.world_size
@@ -466,13 +523,24 @@ class Client:
         self._c.all_gather(desc, alld, DTYPES["u64"], False)
         if any(alld[2 * i + 1] for i in range(n)):
             return [self.bcast_obj(obj if i == self.rank else None, root=i) for i in range(n)]
-        width = max(alld[2 * i] for i in range(n))
-        mine = bytearray(width)
-        mine[: len(payload)] = payload
-        everything = bytearray(width * n)
-        self._c.all_gather(mine, everything, DTYPES["u8"], False)
+        lens = [alld[2 * i] for i in range(n)]
+        everything = bytearray(sum(lens))
+        self._c.all_gather_v(payload, everything, lens, None, DTYPES["u8"], False)
         mv = memoryview(everything)
-        return [pickle.loads(mv[i * width: i * width + alld[2 * i]]) for i in range(n)]
+        offs = [sum(lens[:i]) for i in range(n)]
+        return [pickle.loads(mv[offs[i]: offs[i] + lens[i]]) for i in range(n)]
+
+
+def _elem_size(buf, dtype):
+    """Bytes per element of buf as an operation reads it."""
+    if dtype is not None:
+        return _nexar.dtype_size(dtype_code(dtype))
+    try:
+        with memoryview(buf) as m:
+            return m.itemsize
+    except TypeError:
+        mv, dt = _adapt(buf)
+        return _nexar.dtype_size(dt) if dt >= 0 else 1
 
 
 def _parse_obj_header(msg, peer):

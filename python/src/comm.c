@@ -435,4 +435,5 @@ fail:
   return NULL;
 }
 
+#include "comm_v.inc"   /* the variable-count collectives */
 #include "comm_ctl.inc" /* control calls, failure and RPC callbacks, the type */

@@ -1,24 +1,32 @@
 """Every operation of nexar.Client against reference values, run by each
 rank (as threads in test_ops.py, as processes in test_procs.py)."""
 
+import functools
 import math
+import operator
 
 import nexar
 from nxtest import DTYPES, INTS, empty, make, np, read, wrap
 
 N = 13  # elements per rank block (odd, so no size lines up by accident)
-OPS = ["sum", "prod", "min", "max"]
+OPS = ["sum", "prod", "min", "max", "avg"]
+BITWISE = ["band", "bor", "bxor"]  # integer dtypes only
 
 
 def val(op, r, i):
     if op == "prod":
         return 1 + (r + i) % 2
-    if op in ("min", "max"):
+    if op in ("min", "max", "band", "bor", "bxor"):
         return (r * 7 + i * 3) % 11
     return (r + 1) * (i % 5 + 1)
 
 
 def reduce_ref(dt, op, vals):
+    if op == "avg":  # integers truncate (as NCCL); the test values are exact in every float
+        return sum(vals) // len(vals) if dt in INTS else sum(vals) / len(vals)
+    if op in BITWISE:
+        return functools.reduce({"band": operator.and_, "bor": operator.or_,
+                                 "bxor": operator.xor}[op], vals)
     if op == "sum":
         v = sum(vals)
     elif op == "prod":
@@ -38,7 +46,7 @@ def eq(dt, got, want, what):
 def check_dtype(c, dt):
     r, n = c.rank, c.world_size
     # all_reduce, every op, blocking and async
-    for op in OPS:
+    for op in OPS + (BITWISE if dt in INTS else []):
         b, kw = make(dt, [val(op, r, i) for i in range(N)])
         assert c.all_reduce(b, op=op, dtype=kw) is b
         want = [reduce_ref(dt, op, [val(op, q, i) for q in range(n)]) for i in range(N)]
@@ -116,6 +124,48 @@ def check_dtype(c, dt):
     rv = empty(dt, N)
     c.scatter(src, rv, root=0, dtype=kw)
     eq(dt, read(dt, rv), [(r * 3 + i) % 40 for i in range(N)], "scatter")
+
+
+def check_v(c, dt):
+    """The variable-count collectives, with zero counts and displacements."""
+    r, n = c.rank, c.world_size
+    counts = [q % 3 for q in range(n)]
+    off = [sum(counts[:q]) for q in range(n)]
+    # all_gather_v packed, then with the blocks in reverse order
+    s, kw = make(dt, [val("sum", r, i) for i in range(counts[r])])
+    want = [val("sum", q, i) for q in range(n) for i in range(counts[q])]
+    eq(dt, read(dt, c.all_gather_v(s, None, counts, dtype=kw)), want, "all_gather_v")
+    displs = [sum(counts[q + 1:]) for q in range(n)]
+    rv = empty(dt, sum(counts))
+    c.all_gather_v(s, rv, counts, displs, dtype=kw, async_op=True).wait()
+    want = [val("sum", q, i) for q in reversed(range(n)) for i in range(counts[q])]
+    eq(dt, read(dt, rv), want, "all_gather_v displs")
+    # reduce_scatter_v
+    s, kw = make(dt, [val("sum", r, j) for j in range(sum(counts))])
+    rv = c.reduce_scatter_v(s, None, counts, dtype=kw)
+    eq(dt, read(dt, rv), [sum(val("sum", q, off[r] + i) for q in range(n))
+                          for i in range(counts[r])], "reduce_scatter_v")
+    # all_to_all_v: rank a sends (a + b) % 3 elements to rank b
+    sc = [(r + j) % 3 for j in range(n)]
+    rc = [(i + r) % 3 for i in range(n)]
+    s, kw = make(dt, [(10 * r + j + i) % 50 for j in range(n) for i in range(sc[j])])
+    rv = c.all_to_all_v(s, sc, None, rc, dtype=kw)
+    eq(dt, read(dt, rv), [(10 * q + r + i) % 50 for q in range(n) for i in range(rc[q])],
+       "all_to_all_v")
+    # gather_v at 1 % n, scatter_v from 0
+    root = 1 % n
+    s, kw = make(dt, [val("sum", r, i) for i in range(counts[r])])
+    g = c.gather_v(s, None, counts, root=root, dtype=kw)
+    if r == root:
+        eq(dt, read(dt, g), [val("sum", q, i) for q in range(n) for i in range(counts[q])],
+           "gather_v")
+    else:
+        assert g is None
+    src = (make(dt, [(q + i) % 40 for q in range(n) for i in range(counts[q])])[0]
+           if r == 0 else None)
+    rv = empty(dt, counts[r])
+    c.scatter_v(src, counts, rv, root=0, dtype=kw)
+    eq(dt, read(dt, rv), [(r + i) % 40 for i in range(counts[r])], "scatter_v")
 
 
 def check_p2p(c):
@@ -219,6 +269,7 @@ def check_large(c):
 def check_all(c, dtypes=DTYPES):
     for dt in dtypes:
         check_dtype(c, dt)
+        check_v(c, dt)
     check_p2p(c)
     check_misc(c)
     check_large(c)

@@ -21,6 +21,20 @@ def test_collectives_4_threads(w4, dt):
     run_ranks(w4, lambda c: opscheck.check_dtype(c, dt))
 
 
+@pytest.mark.parametrize("dt", DTYPES)
+def test_variable_count_collectives_4_threads(w4, dt):
+    run_ranks(w4, lambda c: opscheck.check_v(c, dt))
+
+
+def test_bitwise_ops_refuse_floats(w4):
+    def body(c):
+        with pytest.raises(nexar.InvalidArgumentError):
+            c.all_reduce(bytearray(8), op="bxor", dtype="f32")
+        c.barrier()
+
+    run_ranks(w4, body)
+
+
 def test_p2p_4_threads(w4):
     run_ranks(w4, opscheck.check_p2p)
 
