@@ -193,6 +193,7 @@ class Client:
 
     @property
     def closed(self):
+        """True once close() has run."""
         return self._c.closed
 
     def __repr__(self):
