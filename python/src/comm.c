@@ -1,7 +1,7 @@
 /* The Comm type: one communicator (nexar_client) and every operation on it.
  * Operations with an _nb form start it and either return the Request
- * (async) or wait for it (blocking, nx_req_block); the others run on a
- * helper thread (nx_job_run). Buffer sizes are checked here against what the
+ * (async) or wait for it (blocking, pynx_req_block); the others run on a
+ * helper thread (pynx_job_run). Buffer sizes are checked here against what the
  * library will read or write, since it cannot know a buffer's length. */
 #include "pynx.h"
 
@@ -17,20 +17,20 @@ typedef struct {
   PyObject *fn;
 } rpcctx;
 
-int nx_comm_enter(CommObject *self) {
+int pynx_comm_enter(CommObject *self) {
   if (self->closed || !self->c) {
-    nx_raise(NEXAR_ERR_INVALID_ARGUMENT, "the client is closed");
+    pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "the client is closed");
     return -1;
   }
   self->active++;
   return 0;
 }
 
-void nx_comm_leave(CommObject *self) { self->active--; }
+void pynx_comm_leave(CommObject *self) { self->active--; }
 
-PyObject *nx_comm_wrap(nexar_client *c) {
-  allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)nx_CommType, Py_tp_alloc);
-  CommObject *o = (CommObject *)alloc((PyTypeObject *)nx_CommType, 0);
+PyObject *pynx_comm_wrap(nexar_client *c) {
+  allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)pynx_CommType, Py_tp_alloc);
+  CommObject *o = (CommObject *)alloc((PyTypeObject *)pynx_CommType, 0);
   if (o) o->rpc = PyDict_New();
   if (!o || !o->rpc) {
     Py_XDECREF((PyObject *)o);
@@ -45,7 +45,7 @@ PyObject *nx_comm_wrap(nexar_client *c) {
 
 static int rank_arg(long long v, const char *op, const char *name, uint32_t *out) {
   if (v < 0 || v > (long long)UINT32_MAX) {
-    nx_raisef(NEXAR_ERR_INVALID_RANK, "%s: %s %lld is not a rank", op, name, v);
+    pynx_raisef(NEXAR_ERR_INVALID_RANK, "%s: %s %lld is not a rank", op, name, v);
     return -1;
   }
   *out = (uint32_t)v;
@@ -54,7 +54,7 @@ static int rank_arg(long long v, const char *op, const char *name, uint32_t *out
 
 static int tag_arg(long long v, const char *op, uint32_t *out) {
   if (v < 0 || v > (long long)UINT32_MAX) {
-    nx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: tag %lld outside 0..2**32-1", op, v);
+    pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: tag %lld outside 0..2**32-1", op, v);
     return -1;
   }
   *out = (uint32_t)v;
@@ -63,21 +63,21 @@ static int tag_arg(long long v, const char *op, uint32_t *out) {
 
 static int size_eq(const nxbuf *b, size_t want, const char *op, const char *name) {
   if ((size_t)b->v.len == want) return 0;
-  nx_raisef(NEXAR_ERR_SIZE_MISMATCH, "%s: %s has %zd bytes, the operation needs %zu", op, name,
+  pynx_raisef(NEXAR_ERR_SIZE_MISMATCH, "%s: %s has %zd bytes, the operation needs %zu", op, name,
             b->v.len, want);
   return -1;
 }
 
 /* Exports obj into a new buffer slot of r (obj None: an empty slot). */
 static nxbuf *rbuf(ReqObject *r, PyObject *obj, int writable, const char *name) {
-  nxbuf *b = nx_req_buf(r);
+  nxbuf *b = pynx_req_buf(r);
   if (!b) return NULL;
   if (obj == Py_None) return b;
-  if (nx_getbuf(obj, writable, b, r->what, name) < 0) return NULL;
+  if (pynx_getbuf(obj, writable, b, r->what, name) < 0) return NULL;
   return b;
 }
 
-static void nx_set_result(ReqObject *r, PyObject *o) {
+static void pynx_set_result(ReqObject *r, PyObject *o) {
   PyObject *old = r->result;
   r->result = o;
   Py_XDECREF(old);
@@ -88,21 +88,21 @@ static void *bptr(const nxbuf *b) { return b->have ? b->v.buf : NULL; }
 #define START(self, r, call)                                                                       \
   do {                                                                                             \
     int rc_;                                                                                       \
-    if (nx_comm_enter(self) < 0) goto fail;                                                        \
+    if (pynx_comm_enter(self) < 0) goto fail;                                                        \
     r->nreq = 1;                                                                                   \
     Py_BEGIN_ALLOW_THREADS rc_ = (call);                                                           \
-    Py_END_ALLOW_THREADS nx_comm_leave(self);                                                      \
+    Py_END_ALLOW_THREADS pynx_comm_leave(self);                                                      \
     if (rc_) {                                                                                     \
-      nx_raise_last(rc_);                                                                          \
+      pynx_raise_last(rc_);                                                                          \
       goto fail;                                                                                   \
     }                                                                                              \
   } while (0)
 
-#define FINISH(r, async) return (async) ? (PyObject *)(r) : nx_req_block(r)
+#define FINISH(r, async) return (async) ? (PyObject *)(r) : pynx_req_block(r)
 
 static int live(CommObject *self) {
   if (self->closed || !self->c) {
-    nx_raise(NEXAR_ERR_INVALID_ARGUMENT, "the client is closed");
+    pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "the client is closed");
     return 0;
   }
   return 1;
@@ -117,7 +117,7 @@ static PyObject *c_send(CommObject *self, PyObject *args) {
   if (!PyArg_ParseTuple(args, "OLLp", &o, &dest, &tag, &async) || !live(self)) return NULL;
   uint32_t d, t;
   if (rank_arg(dest, "send", "dest", &d) < 0 || tag_arg(tag, "send", &t) < 0) return NULL;
-  ReqObject *r = nx_req_new(self, "send");
+  ReqObject *r = pynx_req_new(self, "send");
   if (!r) return NULL;
   nxbuf *b = rbuf(r, o, 0, "buf");
   if (!b) goto fail;
@@ -135,11 +135,11 @@ static PyObject *c_recv(CommObject *self, PyObject *args) {
   if (!PyArg_ParseTuple(args, "OLLp", &o, &src, &tag, &async) || !live(self)) return NULL;
   uint32_t s, t;
   if (rank_arg(src, "recv", "src", &s) < 0 || tag_arg(tag, "recv", &t) < 0) return NULL;
-  ReqObject *r = nx_req_new(self, "recv");
+  ReqObject *r = pynx_req_new(self, "recv");
   if (!r) return NULL;
   nxbuf *b = rbuf(r, o, 1, "buf");
   if (!b) goto fail;
-  nx_set_result(r, Py_NewRef(o));
+  pynx_set_result(r, Py_NewRef(o));
   START(self, r, nexar_recv_nb(self->c, b->v.buf, (size_t)b->v.len, s, t, &r->req[0]));
   FINISH(r, async);
 fail:
@@ -161,30 +161,30 @@ static PyObject *c_sendrecv(CommObject *self, PyObject *args) {
     return NULL;
   uint32_t n = nexar_world_size(self->c);
   if (d >= n || s >= n)
-    return nx_raisef(NEXAR_ERR_INVALID_RANK, "sendrecv: rank %u outside a world of %u",
+    return pynx_raisef(NEXAR_ERR_INVALID_RANK, "sendrecv: rank %u outside a world of %u",
                      d >= n ? d : s, n);
-  ReqObject *r = nx_req_new(self, "sendrecv");
+  ReqObject *r = pynx_req_new(self, "sendrecv");
   if (!r) return NULL;
   nxbuf *sb = rbuf(r, so, 0, "sendbuf"), *rb = sb ? rbuf(r, ro, 1, "recvbuf") : NULL;
   if (!rb) goto fail;
-  nx_set_result(r, Py_NewRef(ro));
+  pynx_set_result(r, Py_NewRef(ro));
   char *s0 = sb->v.buf, *r0 = rb->v.buf;
   if (sb->v.len && rb->v.len && s0 < r0 + rb->v.len && r0 < s0 + sb->v.len) {
-    nx_raise(NEXAR_ERR_INVALID_ARGUMENT, "sendrecv: the two buffers overlap");
+    pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "sendrecv: the two buffers overlap");
     goto fail;
   }
   START(self, r, nexar_recv_nb(self->c, rb->v.buf, (size_t)rb->v.len, s, rt, &r->req[0]));
   int rc;
-  if (nx_comm_enter(self) < 0) goto fail;
+  if (pynx_comm_enter(self) < 0) goto fail;
   r->nreq = 2;
   Py_BEGIN_ALLOW_THREADS rc = nexar_send_nb(self->c, sb->v.buf, (size_t)sb->v.len, d, st, &r->req[1]);
-  Py_END_ALLOW_THREADS nx_comm_leave(self);
+  Py_END_ALLOW_THREADS pynx_comm_leave(self);
   if (rc) {
     /* the receive is posted: it must end before its buffer is released */
     char msg[512];
     snprintf(msg, sizeof msg, "%s", nexar_last_error());
     nexar_abort(self->c);
-    nx_raise(rc, msg);
+    pynx_raise(rc, msg);
     goto fail;
   }
   FINISH(r, async);
@@ -202,13 +202,13 @@ static PyObject *inplace_op(CommObject *self, PyObject *args, const char *what, 
   PyObject *o;
   int dt, op, async;
   if (!PyArg_ParseTuple(args, "Oiip", &o, &dt, &op, &async) || !live(self)) return NULL;
-  ReqObject *r = nx_req_new(self, what);
+  ReqObject *r = pynx_req_new(self, what);
   if (!r) return NULL;
   nxbuf *b = rbuf(r, o, 1, "buf");
   size_t count;
-  if (!b || nx_resolve_dtype(dt, b, NULL, what, &dt) < 0 || nx_count(b, dt, &count, what, "buf") < 0)
+  if (!b || pynx_resolve_dtype(dt, b, NULL, what, &dt) < 0 || pynx_count(b, dt, &count, what, "buf") < 0)
     goto fail;
-  nx_set_result(r, Py_NewRef(o));
+  pynx_set_result(r, Py_NewRef(o));
   START(self, r, fn(self->c, b->v.buf, count, (nexar_dtype)dt, (nexar_op)op, &r->req[0]));
   FINISH(r, async);
 fail:
@@ -234,15 +234,15 @@ static PyObject *c_broadcast(CommObject *self, PyObject *args) {
   if (!PyArg_ParseTuple(args, "OiLp", &o, &dt, &root, &async) || !live(self)) return NULL;
   uint32_t rt;
   if (rank_arg(root, "broadcast", "root", &rt) < 0) return NULL;
-  ReqObject *r = nx_req_new(self, "broadcast");
+  ReqObject *r = pynx_req_new(self, "broadcast");
   if (!r) return NULL;
   /* the root's buffer is only read */
   nxbuf *b = rbuf(r, o, rt != nexar_rank(self->c), "buf");
   size_t count;
-  if (!b || nx_resolve_dtype(dt, b, NULL, "broadcast", &dt) < 0 ||
-      nx_count(b, dt, &count, "broadcast", "buf") < 0)
+  if (!b || pynx_resolve_dtype(dt, b, NULL, "broadcast", &dt) < 0 ||
+      pynx_count(b, dt, &count, "broadcast", "buf") < 0)
     goto fail;
-  nx_set_result(r, Py_NewRef(o));
+  pynx_set_result(r, Py_NewRef(o));
   START(self, r, nexar_broadcast_nb(self->c, b->v.buf, count, (nexar_dtype)dt, rt, &r->req[0]));
   FINISH(r, async);
 fail:
@@ -257,14 +257,14 @@ static PyObject *c_reduce(CommObject *self, PyObject *args) {
   if (!PyArg_ParseTuple(args, "OiiLp", &o, &dt, &op, &root, &async) || !live(self)) return NULL;
   uint32_t rt;
   if (rank_arg(root, "reduce", "root", &rt) < 0) return NULL;
-  ReqObject *r = nx_req_new(self, "reduce");
+  ReqObject *r = pynx_req_new(self, "reduce");
   if (!r) return NULL;
   nxbuf *b = rbuf(r, o, rt == nexar_rank(self->c), "buf");
   size_t count;
-  if (!b || nx_resolve_dtype(dt, b, NULL, "reduce", &dt) < 0 ||
-      nx_count(b, dt, &count, "reduce", "buf") < 0)
+  if (!b || pynx_resolve_dtype(dt, b, NULL, "reduce", &dt) < 0 ||
+      pynx_count(b, dt, &count, "reduce", "buf") < 0)
     goto fail;
-  nx_set_result(r, Py_NewRef(o));
+  pynx_set_result(r, Py_NewRef(o));
   START(self, r,
         nexar_reduce_nb(self->c, b->v.buf, count, (nexar_dtype)dt, (nexar_op)op, rt, &r->req[0]));
   FINISH(r, async);
@@ -284,12 +284,12 @@ static PyObject *pair_op(CommObject *self, PyObject *args, int kind) {
                      : PyArg_ParseTuple(args, "OOip", &so, &ro, &dt, &async);
   if (!ok || !live(self)) return NULL;
   size_t n = nexar_world_size(self->c);
-  ReqObject *r = nx_req_new(self, what);
+  ReqObject *r = pynx_req_new(self, what);
   if (!r) return NULL;
   nxbuf *sb = rbuf(r, so, 0, "send"), *rb = sb ? rbuf(r, ro, 1, "recv") : NULL;
   size_t scount, rcount, count;
-  if (!rb || nx_resolve_dtype(dt, sb, rb, what, &dt) < 0 ||
-      nx_count(sb, dt, &scount, what, "send") < 0 || nx_count(rb, dt, &rcount, what, "recv") < 0)
+  if (!rb || pynx_resolve_dtype(dt, sb, rb, what, &dt) < 0 ||
+      pynx_count(sb, dt, &scount, what, "send") < 0 || pynx_count(rb, dt, &rcount, what, "recv") < 0)
     goto fail;
   size_t sz = nexar_dtype_size((nexar_dtype)dt);
   if (kind == 0) {
@@ -301,13 +301,13 @@ static PyObject *pair_op(CommObject *self, PyObject *args, int kind) {
   } else {
     if (size_eq(rb, (size_t)sb->v.len, what, "recv") < 0) goto fail;
     if (scount % n) {
-      nx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "all_to_all: %zu elements do not split into %zu blocks",
+      pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "all_to_all: %zu elements do not split into %zu blocks",
                 scount, n);
       goto fail;
     }
     count = scount / n;
   }
-  nx_set_result(r, Py_NewRef(ro));
+  pynx_set_result(r, Py_NewRef(ro));
   if (kind == 0)
     START(self, r,
           nexar_all_gather_nb(self->c, bptr(sb), bptr(rb), count, (nexar_dtype)dt, &r->req[0]));
@@ -340,20 +340,20 @@ static PyObject *rooted_op(CommObject *self, PyObject *args, int is_scatter) {
   if (rank_arg(root, what, "root", &rt) < 0) return NULL;
   int at_root = rt == nexar_rank(self->c);
   size_t n = nexar_world_size(self->c);
-  ReqObject *r = nx_req_new(self, what);
+  ReqObject *r = pynx_req_new(self, what);
   if (!r) return NULL;
   /* the buffer a non-root does not use is neither exported nor passed */
   PyObject *sarg = (!is_scatter || at_root) ? so : Py_None;
   PyObject *rarg = (is_scatter || at_root) ? ro : Py_None;
   if ((sarg == Py_None && (!is_scatter || at_root)) || (rarg == Py_None && (is_scatter || at_root))) {
-    nx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: rank %u needs its %s buffer", what,
+    pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: rank %u needs its %s buffer", what,
               nexar_rank(self->c), sarg == Py_None ? "send" : "recv");
     goto fail;
   }
   nxbuf *sb = rbuf(r, sarg, 0, "send"), *rb = sb ? rbuf(r, rarg, 1, "recv") : NULL;
   size_t scount, rcount, count;
-  if (!rb || nx_resolve_dtype(dt, sb, rb, what, &dt) < 0 ||
-      nx_count(sb, dt, &scount, what, "send") < 0 || nx_count(rb, dt, &rcount, what, "recv") < 0)
+  if (!rb || pynx_resolve_dtype(dt, sb, rb, what, &dt) < 0 ||
+      pynx_count(sb, dt, &scount, what, "send") < 0 || pynx_count(rb, dt, &rcount, what, "recv") < 0)
     goto fail;
   size_t sz = nexar_dtype_size((nexar_dtype)dt);
   if (!is_scatter) {
@@ -363,7 +363,7 @@ static PyObject *rooted_op(CommObject *self, PyObject *args, int is_scatter) {
     count = rcount;
     if (at_root && size_eq(sb, count * n * sz, what, "send") < 0) goto fail;
   }
-  nx_set_result(r, Py_NewRef(rarg));
+  pynx_set_result(r, Py_NewRef(rarg));
   if (is_scatter)
     START(self, r,
           nexar_scatter_nb(self->c, bptr(sb), bptr(rb), count, (nexar_dtype)dt, rt, &r->req[0]));
@@ -382,7 +382,7 @@ static PyObject *c_scatter(CommObject *s, PyObject *a) { return rooted_op(s, a, 
 static PyObject *c_barrier(CommObject *self, PyObject *args) {
   int async;
   if (!PyArg_ParseTuple(args, "p", &async) || !live(self)) return NULL;
-  ReqObject *r = nx_req_new(self, "barrier");
+  ReqObject *r = pynx_req_new(self, "barrier");
   if (!r) return NULL;
   START(self, r, nexar_barrier_nb(self->c, &r->req[0]));
   FINISH(r, async);
@@ -398,7 +398,7 @@ static PyObject *c_all_reduce_bucketed(CommObject *self, PyObject *args) {
   PyObject *list = PySequence_List(seq);
   if (!list) return NULL;
   Py_ssize_t nb = PyList_Size(list);
-  ReqObject *r = nx_req_new(self, "all_reduce_bucketed");
+  ReqObject *r = pynx_req_new(self, "all_reduce_bucketed");
   if (!r) {
     Py_DECREF(list);
     return NULL;
@@ -412,18 +412,18 @@ static PyObject *c_all_reduce_bucketed(CommObject *self, PyObject *args) {
   for (Py_ssize_t i = 0; i < nb; i++) {
     nxbuf *b = rbuf(r, PyList_GetItem(list, i), 1, "bucket");
     int bdt;
-    if (!b || nx_resolve_dtype(dt, b, NULL, "all_reduce_bucketed", &bdt) < 0) goto fail;
+    if (!b || pynx_resolve_dtype(dt, b, NULL, "all_reduce_bucketed", &bdt) < 0) goto fail;
     if (i == 0 && dt < 0) dt = bdt;
     if (bdt != dt) {
-      nx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_bucketed: bucket %zd is %s, not %s", i,
+      pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_bucketed: bucket %zd is %s, not %s", i,
                 nexar_dtype_name((nexar_dtype)bdt), nexar_dtype_name((nexar_dtype)dt));
       goto fail;
     }
-    if (nx_count(b, dt, &bk[i].count, "all_reduce_bucketed", "bucket") < 0) goto fail;
+    if (pynx_count(b, dt, &bk[i].count, "all_reduce_bucketed", "bucket") < 0) goto fail;
     bk[i].buf = b->v.buf;
   }
   if (dt < 0) dt = NEXAR_F32;
-  nx_set_result(r, Py_NewRef(list));
+  pynx_set_result(r, Py_NewRef(list));
   START(self, r,
         nexar_all_reduce_bucketed_nb(self->c, bk, (size_t)nb, (nexar_dtype)dt, (nexar_op)op,
                                      &r->req[0]));

@@ -8,20 +8,20 @@
 #include <string.h>
 #include <time.h>
 
-PyObject *nx_CommType, *nx_ReqType;
-static PyObject *nx_SeedType;
-atomic_int nx_shutting_down;
+PyObject *pynx_CommType, *pynx_ReqType;
+static PyObject *pynx_SeedType;
+atomic_int pynx_shutting_down;
 static PyObject *g_make_error; /* nexar._errors._from_code(code, message) */
-PyObject *nx_adapt;            /* nexar._buffers._adapt(obj) -> (memoryview, dtype) */
+PyObject *pynx_adapt;            /* nexar._buffers._adapt(obj) -> (memoryview, dtype) */
 
-int nx_debug(void) {
+int pynx_debug(void) {
   const char *d = getenv("NEXAR_DEBUG");
   return d && *d && strcmp(d, "0") != 0;
 }
 
 /* ------------------------------------------------------------- errors */
 
-PyObject *nx_raise(int code, const char *msg) {
+PyObject *pynx_raise(int code, const char *msg) {
   if (!g_make_error) {
     PyErr_Format(PyExc_RuntimeError, "nexar error %d: %s", code, msg);
     return NULL;
@@ -34,20 +34,20 @@ PyObject *nx_raise(int code, const char *msg) {
   return NULL;
 }
 
-PyObject *nx_raisef(int code, const char *fmt, ...) {
+PyObject *pynx_raisef(int code, const char *fmt, ...) {
   char msg[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  return nx_raise(code, msg);
+  return pynx_raise(code, msg);
 }
 
-PyObject *nx_raise_last(int code) { return nx_raise(code, nexar_last_error()); }
+PyObject *pynx_raise_last(int code) { return pynx_raise(code, nexar_last_error()); }
 
 /* --------------------------------------------------------------- jobs */
 
-nxjob *nx_job_new(int (*run)(nxjob *), nexar_client *c) {
+nxjob *pynx_job_new(int (*run)(nxjob *), nexar_client *c) {
   nxjob *j = calloc(1, sizeof *j);
   if (!j) {
     PyErr_NoMemory();
@@ -65,7 +65,7 @@ nxjob *nx_job_new(int (*run)(nxjob *), nexar_client *c) {
   return j;
 }
 
-void nx_job_free(nxjob *j) {
+void pynx_job_free(nxjob *j) {
   if (!j) return;
   pthread_mutex_destroy(&j->mu);
   pthread_cond_destroy(&j->cv);
@@ -91,7 +91,7 @@ static void *job_thread(void *p) {
   pthread_mutex_unlock(&j->mu);
   if (last) { /* the caller gave up on it (Ctrl-C during formation) */
     if (j->discard) j->discard(j);
-    nx_job_free(j);
+    pynx_job_free(j);
   }
   return NULL;
 }
@@ -116,7 +116,7 @@ static int job_wait_slices(nxjob *j, int interruptible) {
   }
 }
 
-int nx_job_run(nxjob *j) {
+int pynx_job_run(nxjob *j) {
   pthread_attr_t at;
   pthread_attr_init(&at);
   pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
@@ -124,8 +124,8 @@ int nx_job_run(nxjob *j) {
   int e = pthread_create(&t, &at, job_thread, j);
   pthread_attr_destroy(&at);
   if (e) {
-    nx_job_free(j);
-    nx_raise(NEXAR_ERR_IO, "could not start a helper thread");
+    pynx_job_free(j);
+    pynx_raise(NEXAR_ERR_IO, "could not start a helper thread");
     return -1;
   }
   if (job_wait_slices(j, 1)) return 0;
@@ -139,7 +139,7 @@ int nx_job_run(nxjob *j) {
       Py_BEGIN_ALLOW_THREADS j->discard(j);
       Py_END_ALLOW_THREADS
     }
-    nx_job_free(j);
+    pynx_job_free(j);
   } else {
     pthread_mutex_lock(&j->mu);
     int last = --j->refs == 0;
@@ -149,16 +149,16 @@ int nx_job_run(nxjob *j) {
         Py_BEGIN_ALLOW_THREADS j->discard(j);
         Py_END_ALLOW_THREADS
       }
-      nx_job_free(j);
+      pynx_job_free(j);
     }
   }
   PyErr_Restore(et, ev, tb);
   return -1;
 }
 
-PyObject *nx_job_error(nxjob *j) {
-  nx_raise(j->rc, j->err[0] ? j->err : nexar_strerror(j->rc));
-  nx_job_free(j);
+PyObject *pynx_job_error(nxjob *j) {
+  pynx_raise(j->rc, j->err[0] ? j->err : nexar_strerror(j->rc));
+  pynx_job_free(j);
   return NULL;
 }
 
@@ -205,10 +205,10 @@ static const struct {
 
 /* Fills cfg from the defaults plus the environment, then from d (a dict of
  * field name -> int or str). Strings are copied into j (s2, s3). */
-int nx_cfg_from_dict(PyObject *d, nexar_config *cfg, nxjob *j) {
+int pynx_cfg_from_dict(PyObject *d, nexar_config *cfg, nxjob *j) {
   int rc = nexar_config_default(cfg);
   if (rc) {
-    nx_raise_last(rc);
+    pynx_raise_last(rc);
     return -1;
   }
   if (!d || d == Py_None) return 0;
@@ -221,7 +221,7 @@ int nx_cfg_from_dict(PyObject *d, nexar_config *cfg, nxjob *j) {
     for (i = 0; i < sizeof cfg_fields / sizeof cfg_fields[0]; i++)
       if (!strcmp(cfg_fields[i].name, k)) break;
     if (i == sizeof cfg_fields / sizeof cfg_fields[0]) {
-      nx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "config: unknown field '%s'", k);
+      pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "config: unknown field '%s'", k);
       return -1;
     }
     char *p = (char *)cfg + cfg_fields[i].off;
@@ -245,12 +245,12 @@ int nx_cfg_from_dict(PyObject *d, nexar_config *cfg, nxjob *j) {
     unsigned long long v = PyLong_AsUnsignedLongLong(val);
     if (PyErr_Occurred()) {
       PyErr_Clear();
-      nx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "config: %s must be a non-negative integer", k);
+      pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "config: %s must be a non-negative integer", k);
       return -1;
     }
     if ((cfg_fields[i].kind == 'u' && v > UINT32_MAX) ||
         (cfg_fields[i].kind == 'i' && v > INT32_MAX)) {
-      nx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "config: %s=%llu is out of range", k, v);
+      pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "config: %s=%llu is out of range", k, v);
       return -1;
     }
     if (cfg_fields[i].kind == 'u') *(uint32_t *)p = (uint32_t)v;
@@ -263,7 +263,7 @@ int nx_cfg_from_dict(PyObject *d, nexar_config *cfg, nxjob *j) {
 static PyObject *config_fields(PyObject *m, PyObject *noarg) {
   nexar_config cfg;
   int rc = nexar_config_default(&cfg);
-  if (rc) return nx_raise_last(rc);
+  if (rc) return pynx_raise_last(rc);
   PyObject *d = PyDict_New();
   for (size_t i = 0; d && i < sizeof cfg_fields / sizeof cfg_fields[0]; i++) {
     const char *p = (const char *)&cfg + cfg_fields[i].off;
@@ -298,28 +298,28 @@ static PyObject *py_bootstrap_local(PyObject *m, PyObject *args) {
   PyObject *cfgd = Py_None;
   if (!PyArg_ParseTuple(args, "k|O", &n, &cfgd)) return NULL;
   if (n == 0 || n > 4096)
-    return nx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "bootstrap_local: world size %lu (1..4096)", n);
-  nxjob *j = nx_job_new(run_bootstrap, NULL);
+    return pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "bootstrap_local: world size %lu (1..4096)", n);
+  nxjob *j = pynx_job_new(run_bootstrap, NULL);
   if (!j) return NULL;
   j->discard = discard_clients;
   j->outs = calloc(n, sizeof *j->outs);
-  if (!j->outs || nx_cfg_from_dict(cfgd, &j->cfg, j) < 0) {
+  if (!j->outs || pynx_cfg_from_dict(cfgd, &j->cfg, j) < 0) {
     if (!j->outs) PyErr_NoMemory();
-    nx_job_free(j);
+    pynx_job_free(j);
     return NULL;
   }
   j->nout = (uint32_t)n;
-  if (nx_job_run(j) < 0) return NULL;
-  if (j->rc) return nx_job_error(j);
+  if (pynx_job_run(j) < 0) return NULL;
+  if (j->rc) return pynx_job_error(j);
   PyObject *list = PyList_New((Py_ssize_t)n);
   for (uint32_t i = 0; i < n; i++) {
-    PyObject *c = list ? nx_comm_wrap(j->outs[i]) : NULL;
+    PyObject *c = list ? pynx_comm_wrap(j->outs[i]) : NULL;
     if (!list) nexar_client_del(j->outs[i]);
     j->outs[i] = NULL;
     if (list && !c) Py_CLEAR(list);
     if (list) PyList_SetItem(list, (Py_ssize_t)i, c);
   }
-  nx_job_free(j);
+  pynx_job_free(j);
   return list;
 }
 
@@ -329,34 +329,34 @@ static PyObject *py_join(PyObject *m, PyObject *args) {
   const char *addr;
   PyObject *cfgd = Py_None;
   if (!PyArg_ParseTuple(args, "s|O", &addr, &cfgd)) return NULL;
-  nxjob *j = nx_job_new(run_join, NULL);
+  nxjob *j = pynx_job_new(run_join, NULL);
   if (!j) return NULL;
   j->discard = discard_clients;
   j->s1 = strdup(addr);
-  if (!j->s1 || nx_cfg_from_dict(cfgd, &j->cfg, j) < 0) {
+  if (!j->s1 || pynx_cfg_from_dict(cfgd, &j->cfg, j) < 0) {
     if (!j->s1) PyErr_NoMemory();
-    nx_job_free(j);
+    pynx_job_free(j);
     return NULL;
   }
-  if (nx_job_run(j) < 0) return NULL;
-  if (j->rc) return nx_job_error(j);
-  PyObject *c = nx_comm_wrap(j->out);
+  if (pynx_job_run(j) < 0) return NULL;
+  if (j->rc) return pynx_job_error(j);
+  PyObject *c = pynx_comm_wrap(j->out);
   j->out = NULL;
-  nx_job_free(j);
+  pynx_job_free(j);
   return c;
 }
 
 static int run_init_env(nxjob *j) { return nexar_init_from_env(&j->out); }
 
 static PyObject *py_init_from_env(PyObject *m, PyObject *noarg) {
-  nxjob *j = nx_job_new(run_init_env, NULL);
+  nxjob *j = pynx_job_new(run_init_env, NULL);
   if (!j) return NULL;
   j->discard = discard_clients;
-  if (nx_job_run(j) < 0) return NULL;
-  if (j->rc) return nx_job_error(j);
-  PyObject *c = nx_comm_wrap(j->out);
+  if (pynx_job_run(j) < 0) return NULL;
+  if (j->rc) return pynx_job_error(j);
+  PyObject *c = pynx_comm_wrap(j->out);
   j->out = NULL;
-  nx_job_free(j);
+  pynx_job_free(j);
   return c;
 }
 
@@ -372,24 +372,24 @@ static PyObject *py_seed_new(PyObject *m, PyObject *args) {
   unsigned long world;
   PyObject *cfgd = Py_None;
   if (!PyArg_ParseTuple(args, "sk|O", &listen, &world, &cfgd)) return NULL;
-  if (world > UINT32_MAX) return nx_raise(NEXAR_ERR_INVALID_ARGUMENT, "Seed: world size too large");
-  nxjob *j = nx_job_new(NULL, NULL); /* only for the config's strings */
+  if (world > UINT32_MAX) return pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "Seed: world size too large");
+  nxjob *j = pynx_job_new(NULL, NULL); /* only for the config's strings */
   if (!j) return NULL;
-  if (nx_cfg_from_dict(cfgd, &j->cfg, j) < 0) {
-    nx_job_free(j);
+  if (pynx_cfg_from_dict(cfgd, &j->cfg, j) < 0) {
+    pynx_job_free(j);
     return NULL;
   }
   nexar_seed *s = NULL;
   int rc;
   Py_BEGIN_ALLOW_THREADS rc = nexar_seed_new(&s, listen, (uint32_t)world, &j->cfg);
   Py_END_ALLOW_THREADS if (rc) {
-    nx_raise_last(rc);
-    nx_job_free(j);
+    pynx_raise_last(rc);
+    pynx_job_free(j);
     return NULL;
   }
-  nx_job_free(j);
-  allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)nx_SeedType, Py_tp_alloc);
-  SeedObject *o = (SeedObject *)alloc((PyTypeObject *)nx_SeedType, 0);
+  pynx_job_free(j);
+  allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)pynx_SeedType, Py_tp_alloc);
+  SeedObject *o = (SeedObject *)alloc((PyTypeObject *)pynx_SeedType, 0);
   if (!o) {
     nexar_seed_del(s);
     return NULL;
@@ -400,7 +400,7 @@ static PyObject *py_seed_new(PyObject *m, PyObject *args) {
 
 static int seed_live(SeedObject *o) {
   if (o->s) return 1;
-  nx_raise(NEXAR_ERR_INVALID_ARGUMENT, "seed is closed");
+  pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "seed is closed");
   return 0;
 }
 
@@ -424,13 +424,13 @@ static PyObject *seed_wait(SeedObject *o, PyObject *args) {
     int rc;
     Py_BEGIN_ALLOW_THREADS rc = nexar_seed_wait(o->s, 50);
     Py_END_ALLOW_THREADS if (rc != NEXAR_ERR_TIMEOUT) {
-      res = rc ? nx_raise_last(rc) : Py_NewRef(Py_None);
+      res = rc ? pynx_raise_last(rc) : Py_NewRef(Py_None);
       break;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
     unsigned long el = (unsigned long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
     if (ms && el >= ms) {
-      nx_raisef(NEXAR_ERR_TIMEOUT, "seed wait: the world did not form within %lu ms", ms);
+      pynx_raisef(NEXAR_ERR_TIMEOUT, "seed wait: the world did not form within %lu ms", ms);
       break;
     }
     if (PyErr_CheckSignals() < 0) break;
@@ -441,7 +441,7 @@ static PyObject *seed_wait(SeedObject *o, PyObject *args) {
 
 static PyObject *seed_close(SeedObject *o, PyObject *noarg) {
   if (o->waiters)
-    return nx_raise(NEXAR_ERR_INVALID_ARGUMENT, "seed close: another thread is in wait()");
+    return pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "seed close: another thread is in wait()");
   nexar_seed *s = o->s;
   o->s = NULL;
   if (s) {
@@ -483,13 +483,13 @@ static PyObject *py_set_hooks(PyObject *m, PyObject *args) {
   if (!PyArg_ParseTuple(args, "OO", &mk, &ad)) return NULL;
   Py_XDECREF(g_make_error);
   g_make_error = Py_NewRef(mk);
-  Py_XDECREF(nx_adapt);
-  nx_adapt = Py_NewRef(ad);
+  Py_XDECREF(pynx_adapt);
+  pynx_adapt = Py_NewRef(ad);
   Py_RETURN_NONE;
 }
 
 static PyObject *py_shutdown(PyObject *m, PyObject *noarg) {
-  atomic_store(&nx_shutting_down, 1);
+  atomic_store(&pynx_shutting_down, 1);
   Py_RETURN_NONE;
 }
 
@@ -516,7 +516,7 @@ static PyObject *py_memory_at(PyObject *m, PyObject *args) {
   Py_ssize_t n;
   int readonly = 0;
   if (!PyArg_ParseTuple(args, "Kn|p", &addr, &n, &readonly)) return NULL;
-  if (n < 0 || (!addr && n)) return nx_raise(NEXAR_ERR_INVALID_ARGUMENT, "memory_at: bad region");
+  if (n < 0 || (!addr && n)) return pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "memory_at: bad region");
   static char empty[1];
   return PyMemoryView_FromMemory(addr ? (char *)(uintptr_t)addr : empty, n,
                                  readonly ? PyBUF_READ : PyBUF_WRITE);
@@ -543,15 +543,15 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "nexar._nexar",
 PyMODINIT_FUNC PyInit__nexar(void) {
   PyObject *m = PyModule_Create(&moddef);
   if (!m) return NULL;
-  nx_SeedType = PyType_FromSpec(&seed_spec);
-  if (!nx_SeedType || nx_req_types_init(m) < 0 || nx_comm_types_init(m) < 0) {
+  pynx_SeedType = PyType_FromSpec(&seed_spec);
+  if (!pynx_SeedType || pynx_req_types_init(m) < 0 || pynx_comm_types_init(m) < 0) {
     Py_DECREF(m);
     return NULL;
   }
   PyModule_AddIntConstant(m, "COLOR_NONE", (long)NEXAR_COLOR_NONE);
   PyModule_AddIntConstant(m, "HEADER_VERSION", NEXAR_VERSION_NUM);
-#define NX_ERRCONST_(name, value, text) PyModule_AddIntConstant(m, "ERR_" #name, value);
-  NEXAR_ERRNO_MAP(NX_ERRCONST_)
-#undef NX_ERRCONST_
+#define PYNX_ERRCONST_(name, value, text) PyModule_AddIntConstant(m, "ERR_" #name, value);
+  NEXAR_ERRNO_MAP(PYNX_ERRCONST_)
+#undef PYNX_ERRCONST_
   return m;
 }

@@ -59,32 +59,32 @@ typedef struct ReqObject {
   char *err;
 } ReqObject;
 
-extern PyObject *nx_CommType, *nx_ReqType;
-extern atomic_int nx_shutting_down;
+extern PyObject *pynx_CommType, *pynx_ReqType;
+extern atomic_int pynx_shutting_down;
 
 /* errors: raise the nexar.NexarError subclass for code with message msg */
-PyObject *nx_raise(int code, const char *msg);
-PyObject *nx_raisef(int code, const char *fmt, ...);
-PyObject *nx_raise_last(int code); /* message: nexar_last_error() */
-int nx_debug(void);
+PyObject *pynx_raise(int code, const char *msg);
+PyObject *pynx_raisef(int code, const char *fmt, ...);
+PyObject *pynx_raise_last(int code); /* message: nexar_last_error() */
+int pynx_debug(void);
 
 /* buffers (req.c) */
-int nx_getbuf(PyObject *obj, int writable, nxbuf *b, const char *op, const char *name);
-void nx_relbuf(nxbuf *b);
-int nx_resolve_dtype(int dt_arg, const nxbuf *a, const nxbuf *b, const char *op, int *out);
-int nx_count(const nxbuf *b, int dt, size_t *count, const char *op, const char *name);
+int pynx_getbuf(PyObject *obj, int writable, nxbuf *b, const char *op, const char *name);
+void pynx_relbuf(nxbuf *b);
+int pynx_resolve_dtype(int dt_arg, const nxbuf *a, const nxbuf *b, const char *op, int *out);
+int pynx_count(const nxbuf *b, int dt, size_t *count, const char *op, const char *name);
 
 /* requests (req.c) */
-ReqObject *nx_req_new(CommObject *comm, const char *what);
-nxbuf *nx_req_buf(ReqObject *r); /* a zeroed slot, or NULL (MemoryError) */
-PyObject *nx_req_block(ReqObject *r); /* the blocking form: abort c on Ctrl-C */
-int nx_req_types_init(PyObject *m);
+ReqObject *pynx_req_new(CommObject *comm, const char *what);
+nxbuf *pynx_req_buf(ReqObject *r); /* a zeroed slot, or NULL (MemoryError) */
+PyObject *pynx_req_block(ReqObject *r); /* the blocking form: abort c on Ctrl-C */
+int pynx_req_types_init(PyObject *m);
 
 /* comm.c */
-PyObject *nx_comm_wrap(nexar_client *c); /* steals c (deleted on failure) */
-int nx_comm_types_init(PyObject *m);
-int nx_comm_enter(CommObject *self); /* -1 with an error if closed */
-void nx_comm_leave(CommObject *self);
+PyObject *pynx_comm_wrap(nexar_client *c); /* steals c (deleted on failure) */
+int pynx_comm_types_init(PyObject *m);
+int pynx_comm_enter(CommObject *self); /* -1 with an error if closed */
+void pynx_comm_leave(CommObject *self);
 
 /* helper-thread jobs (module.c): a library call without an _nb form runs on
  * a helper thread while the caller waits in 20 ms slices for Ctrl-C. */
@@ -116,12 +116,12 @@ struct nxjob {
   void *pres;
   size_t preslen;
 };
-nxjob *nx_job_new(int (*run)(nxjob *), nexar_client *c);
-/* Runs j to completion. 0: finished (look at j->rc, then nx_job_free);
+nxjob *pynx_job_new(int (*run)(nxjob *), nexar_client *c);
+/* Runs j to completion. 0: finished (look at j->rc, then pynx_job_free);
  * -1: interrupted, a Python error is set and j is no longer the caller's. */
-int nx_job_run(nxjob *j);
-void nx_job_free(nxjob *j);
-PyObject *nx_job_error(nxjob *j); /* raises j->rc with j->err */
-int nx_cfg_from_dict(PyObject *d, nexar_config *cfg, nxjob *j);
+int pynx_job_run(nxjob *j);
+void pynx_job_free(nxjob *j);
+PyObject *pynx_job_error(nxjob *j); /* raises j->rc with j->err */
+int pynx_cfg_from_dict(PyObject *d, nexar_config *cfg, nxjob *j);
 
 #endif

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-extern PyObject *nx_adapt;
+extern PyObject *pynx_adapt;
 
 /* ------------------------------------------------------------ buffers */
 
@@ -51,7 +51,7 @@ static int rewrap_error(const char *op, const char *name, const char *what) {
   PyObject *s = ev ? PyObject_Str(ev) : NULL;
   const char *txt = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
   if (!txt) PyErr_Clear();
-  nx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: %s must be %s (%s)", op, name, what,
+  pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: %s must be %s (%s)", op, name, what,
             txt ? txt : "not a buffer");
   Py_XDECREF(s);
   Py_XDECREF(et);
@@ -60,7 +60,7 @@ static int rewrap_error(const char *op, const char *name, const char *what) {
   return -1;
 }
 
-int nx_getbuf(PyObject *obj, int writable, nxbuf *b, const char *op, const char *name) {
+int pynx_getbuf(PyObject *obj, int writable, nxbuf *b, const char *op, const char *name) {
   memset(b, 0, sizeof *b);
   b->dt = -1;
   int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
@@ -68,7 +68,7 @@ int nx_getbuf(PyObject *obj, int writable, nxbuf *b, const char *op, const char 
   if (!PyObject_CheckBuffer(obj)) {
     /* torch tensors and __array_interface__ objects: the Python layer gives
      * a memoryview over their memory and their dtype; the object is kept */
-    PyObject *t = nx_adapt ? PyObject_CallFunctionObjArgs(nx_adapt, obj, NULL) : NULL;
+    PyObject *t = pynx_adapt ? PyObject_CallFunctionObjArgs(pynx_adapt, obj, NULL) : NULL;
     if (!t) return rewrap_error(op, name, what);
     PyObject *mv;
     int dt;
@@ -89,7 +89,7 @@ int nx_getbuf(PyObject *obj, int writable, nxbuf *b, const char *op, const char 
   return 0;
 }
 
-void nx_relbuf(nxbuf *b) {
+void pynx_relbuf(nxbuf *b) {
   if (b->have) PyBuffer_Release(&b->v);
   b->have = 0;
   Py_CLEAR(b->keep);
@@ -97,10 +97,10 @@ void nx_relbuf(nxbuf *b) {
 
 static const char *dt_name(int dt) { return nexar_dtype_name((nexar_dtype)dt); }
 
-int nx_resolve_dtype(int dt_arg, const nxbuf *a, const nxbuf *b, const char *op, int *out) {
+int pynx_resolve_dtype(int dt_arg, const nxbuf *a, const nxbuf *b, const char *op, int *out) {
   if (dt_arg >= 0) {
     if (!nexar_dtype_size((nexar_dtype)dt_arg)) {
-      nx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: invalid dtype %d", op, dt_arg);
+      pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: invalid dtype %d", op, dt_arg);
       return -1;
     }
     *out = dt_arg;
@@ -112,14 +112,14 @@ int nx_resolve_dtype(int dt_arg, const nxbuf *a, const nxbuf *b, const char *op,
     return 0;
   }
   if (first->dt < 0) {
-    nx_raisef(NEXAR_ERR_INVALID_ARGUMENT,
+    pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT,
               "%s: no nexar dtype for buffer format '%s'; pass dtype= (f32 f64 f16 bf16 i8 i32 "
               "i64 u8 u32 u64)",
               op, first->fmt);
     return -1;
   }
   if (a && b && a->have && b->have && b->dt != a->dt) {
-    nx_raisef(NEXAR_ERR_INVALID_ARGUMENT,
+    pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT,
               "%s: the buffers' element types differ (%s and %s, formats '%s' and '%s'); pass "
               "dtype= to treat both as one type",
               op, b->dt < 0 ? "?" : dt_name(a->dt), b->dt < 0 ? "?" : dt_name(b->dt), a->fmt,
@@ -130,14 +130,14 @@ int nx_resolve_dtype(int dt_arg, const nxbuf *a, const nxbuf *b, const char *op,
   return 0;
 }
 
-int nx_count(const nxbuf *b, int dt, size_t *count, const char *op, const char *name) {
+int pynx_count(const nxbuf *b, int dt, size_t *count, const char *op, const char *name) {
   size_t sz = nexar_dtype_size((nexar_dtype)dt);
   if (!b->have) {
     *count = 0;
     return 0;
   }
   if ((size_t)b->v.len % sz) {
-    nx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: %s has %zd bytes, not a multiple of %s's %zu", op,
+    pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: %s has %zd bytes, not a multiple of %s's %zu", op,
               name, b->v.len, dt_name(dt), sz);
     return -1;
   }
@@ -147,9 +147,9 @@ int nx_count(const nxbuf *b, int dt, size_t *count, const char *op, const char *
 
 /* ----------------------------------------------------------- requests */
 
-ReqObject *nx_req_new(CommObject *comm, const char *what) {
-  allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)nx_ReqType, Py_tp_alloc);
-  ReqObject *r = (ReqObject *)alloc((PyTypeObject *)nx_ReqType, 0);
+ReqObject *pynx_req_new(CommObject *comm, const char *what) {
+  allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)pynx_ReqType, Py_tp_alloc);
+  ReqObject *r = (ReqObject *)alloc((PyTypeObject *)pynx_ReqType, 0);
   if (!r) return NULL;
   r->comm = comm;
   Py_XINCREF((PyObject *)comm);
@@ -158,7 +158,7 @@ ReqObject *nx_req_new(CommObject *comm, const char *what) {
   return r;
 }
 
-nxbuf *nx_req_buf(ReqObject *r) {
+nxbuf *pynx_req_buf(ReqObject *r) {
   if (r->nbufs == r->capbufs) {
     int cap = r->capbufs ? 2 * r->capbufs : 4;
     nxbuf *nb = realloc(r->bufs, (size_t)cap * sizeof *nb);
@@ -230,7 +230,7 @@ static void finish(ReqObject *r) {
       r->err = strdup(nexar_last_error());
     }
   }
-  for (int i = 0; i < r->nbufs; i++) nx_relbuf(&r->bufs[i]);
+  for (int i = 0; i < r->nbufs; i++) pynx_relbuf(&r->bufs[i]);
   r->nbufs = 0;
   free(r->mem);
   r->mem = NULL;
@@ -238,13 +238,13 @@ static void finish(ReqObject *r) {
 }
 
 static PyObject *outcome(ReqObject *r) {
-  if (r->rc) return nx_raise(r->rc, r->err ? r->err : nexar_strerror(r->rc));
+  if (r->rc) return pynx_raise(r->rc, r->err ? r->err : nexar_strerror(r->rc));
   return Py_NewRef(r->result);
 }
 
-PyObject *nx_req_block(ReqObject *r) {
+PyObject *pynx_req_block(ReqObject *r) {
   CommObject *c = r->comm;
-  int entered = c && nx_comm_enter(c) == 0;
+  int entered = c && pynx_comm_enter(c) == 0;
   if (c && !entered) PyErr_Clear(); /* closed meanwhile: the request ends ABORTED */
   r->busy = 1;
   if (!wait_done(r, 1)) {
@@ -259,13 +259,13 @@ PyObject *nx_req_block(ReqObject *r) {
     finish(r);
     PyErr_Restore(et, ev, tb);
     r->busy = 0;
-    if (entered) nx_comm_leave(c);
+    if (entered) pynx_comm_leave(c);
     Py_DECREF(r);
     return NULL;
   }
   finish(r);
   r->busy = 0;
-  if (entered) nx_comm_leave(c);
+  if (entered) pynx_comm_leave(c);
   PyObject *res = outcome(r);
   Py_DECREF(r);
   return res;
@@ -273,7 +273,7 @@ PyObject *nx_req_block(ReqObject *r) {
 
 static PyObject *req_wait(ReqObject *r, PyObject *noarg) {
   if (r->finished) return outcome(r);
-  if (r->busy) return nx_raise(NEXAR_ERR_INVALID_ARGUMENT, "wait: another thread waits on this request");
+  if (r->busy) return pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "wait: another thread waits on this request");
   r->busy = 1;
   int ok = wait_done(r, 1);
   if (ok) finish(r);
@@ -304,7 +304,7 @@ static void req_dealloc(ReqObject *r) {
     }
     Py_END_ALLOW_THREADS
   }
-  for (int i = 0; i < r->nbufs; i++) nx_relbuf(&r->bufs[i]);
+  for (int i = 0; i < r->nbufs; i++) pynx_relbuf(&r->bufs[i]);
   free(r->bufs);
   free(r->mem);
   free(r->err);
@@ -335,9 +335,9 @@ static PyType_Slot req_slots[] = {
 static PyType_Spec req_spec = {"nexar.Request", sizeof(ReqObject), 0,
                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, req_slots};
 
-int nx_req_types_init(PyObject *m) {
-  nx_ReqType = PyType_FromSpec(&req_spec);
-  if (!nx_ReqType) return -1;
-  Py_INCREF(nx_ReqType);
-  return PyModule_AddObject(m, "Request", nx_ReqType);
+int pynx_req_types_init(PyObject *m) {
+  pynx_ReqType = PyType_FromSpec(&req_spec);
+  if (!pynx_ReqType) return -1;
+  Py_INCREF(pynx_ReqType);
+  return PyModule_AddObject(m, "Request", pynx_ReqType);
 }
