@@ -41,6 +41,7 @@ _nexar._set_hooks(_from_code, _adapt)
 from ._client import (  # noqa: E402  (the hooks must be set first)
     COLOR_NONE,
     Client,
+    Compressor,
     Request,
     Seed,
     bootstrap_local,
@@ -63,7 +64,7 @@ def strerror(code):
 
 
 __all__ = [
-    "AbortedError", "AuthError", "COLOR_NONE", "Client", "DTYPES", "InvalidArgumentError",
+    "AbortedError", "AuthError", "COLOR_NONE", "Client", "Compressor", "DTYPES", "InvalidArgumentError",
     "InvalidRankError", "MismatchError", "NexarError", "NexarIOError", "NoMemoryError", "OPS",
     "PeerLostError", "ProtocolError", "Request", "RpcFailedError", "RpcNoHandlerError", "Seed",
     "SizeMismatchError", "TLSError", "TimeoutError", "UnsupportedError", "bootstrap_local",

@@ -123,6 +123,36 @@ class Seed:
         self.close()
 
 
+class Compressor:
+    """A gradient compressor for Client.all_reduce_compressed (immutable;
+    calls may share one). Compressor.topk(ratio) keeps the ratio*count
+    largest-magnitude elements; Compressor.randomk(ratio, seed) keeps
+    ratio*count drawn from seed and the call. ratio in (0, 1], else
+    InvalidArgumentError."""
+
+    __slots__ = ("_cap", "kind", "ratio")
+
+    def __init__(self, kind, ratio, seed=0):
+        if kind not in ("topk", "randomk"):
+            raise InvalidArgumentError(_nexar.ERR_INVALID_ARGUMENT,
+                                       f"compressor kind {kind!r}: 'topk' or 'randomk'")
+        self._cap = _nexar.Comm.compressor(0 if kind == "topk" else 1, float(ratio), int(seed))
+        self.kind, self.ratio = kind, float(ratio)
+
+    @classmethod
+    def topk(cls, ratio):
+        """Keeps the ratio*count largest-magnitude elements."""
+        return cls("topk", ratio)
+
+    @classmethod
+    def randomk(cls, ratio, seed=0):
+        """Keeps ratio*count elements drawn from seed and the call."""
+        return cls("randomk", ratio, seed)
+
+    def __repr__(self):
+        return f"<nexar.Compressor {self.kind} {self.ratio}>"
+
+
 def _out(out, recv, send, nbytes_):
     if recv is not None and out is not None:
         raise InvalidArgumentError(_nexar.ERR_INVALID_ARGUMENT, "pass recv or out=, not both")
@@ -253,6 +283,17 @@ class Client:
         PeerLostError, AbortedError."""
         return self._c.recv(buf, src, tag, async_op)
 
+    def send_iov(self, bufs, dest, tag=0):
+        """Sends the concatenation of several buffers as one message (the
+        receiver may split it differently). Blocking only."""
+        self._c.send_iov(list(bufs), dest, tag)
+
+    def recv_iov(self, bufs, src, tag=0):
+        """Receives one message scattered into several buffers, whose total
+        length must equal the message's (else SizeMismatchError). Returns
+        the list of buffers. Blocking only."""
+        return self._c.recv_iov(list(bufs), src, tag)
+
     def probe(self, src, tag=0):
         """Waits for a message from src with tag; returns its length in
         bytes without consuming it. TimeoutError, PeerLostError."""
@@ -285,6 +326,14 @@ class Client:
         """all_reduce of several buffers (one dtype) as one collective.
         Returns the list of buffers."""
         return self._c.all_reduce_bucketed(list(bufs), dtype_code(dtype), op_code(op), async_op)
+
+    def all_reduce_compressed(self, buf, residual, compressor, op="sum", *, dtype=None):
+        """Allreduce with gradient compression and error feedback: residual
+        (same size as buf, zeroed before the first call, kept between calls)
+        carries what compression dropped. op must be "sum" and the dtype a
+        float (else UnsupportedError). Blocking only. Returns buf."""
+        return self._c.all_reduce_compressed(buf, residual, compressor._cap, dtype_code(dtype),
+                                             op_code(op))
 
     def broadcast(self, buf, root=0, *, dtype=None, async_op=False):
         """root's buf is copied into every rank's buf (same size). Returns

@@ -107,6 +107,8 @@ struct nxjob {
   size_t plen;
   uint32_t *ranks;
   size_t nranks;
+  void *buf1, *buf2;  /* borrowed: exported buffers the caller releases */
+  const void *cptr;   /* borrowed: a compressor the caller keeps */
   /* results */
   nexar_client *out;
   nexar_client **outs;

@@ -188,6 +188,11 @@ def check_p2p(c):
     assert c.probe_any(tag=11) == (prv, 10 + prv)
     m = bytearray(10 + prv)
     c.recv(m, prv, tag=11)
+    # iov: three regions sent, received as two
+    c.send_iov([b"ab", bytearray(b"cde"), memoryview(b"f")], nxt, tag=13)
+    p1, p2 = bytearray(4), bytearray(2)
+    assert c.recv_iov([p1, p2], prv, tag=13) == [p1, p2]
+    assert p1 + p2 == b"abcdef"
     # a receive of the wrong length fails and keeps the message
     c.send(b"abcd", nxt, tag=12)
     try:
@@ -251,6 +256,22 @@ def check_misc(c):
     c.barrier()
 
 
+def check_compressed(c):
+    """all_reduce_compressed with ratio 1 keeps everything: the plain sum."""
+    r, n = c.rank, c.world_size
+    for comp in (nexar.Compressor.topk(1.0), nexar.Compressor.randomk(1.0, seed=5)):
+        b, kw = make("f32", [(r + 1) * (i + 1) for i in range(10)])
+        res = empty("f32", 10)
+        c.all_reduce_compressed(b, res, comp, dtype=kw)
+        assert read("f32", b) == [n * (n + 1) // 2 * (i + 1) for i in range(10)]
+        assert read("f32", res) == [0.0] * 10
+    try:
+        nexar.Compressor.topk(1.5)
+        raise AssertionError("ratio 1.5 accepted")
+    except nexar.InvalidArgumentError:
+        pass
+
+
 def check_large(c):
     """Sizes that take the bulk paths (same-host copies above 256 KiB)."""
     r, n = c.rank, c.world_size
@@ -272,5 +293,6 @@ def check_all(c, dtypes=DTYPES):
         check_v(c, dt)
     check_p2p(c)
     check_misc(c)
+    check_compressed(c)
     check_large(c)
     return "ok"

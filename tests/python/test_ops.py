@@ -43,6 +43,10 @@ def test_misc_4_threads(w4):
     run_ranks(w4, opscheck.check_misc)
 
 
+def test_compressed_4_threads(w4):
+    run_ranks(w4, opscheck.check_compressed)
+
+
 def test_large_4_threads(w4):
     run_ranks(w4, opscheck.check_large)
 
