@@ -462,12 +462,12 @@ static void seed_dealloc(SeedObject *o) {
 static PyGetSetDef seed_getset[] = {
     {"addr", (getter)seed_addr, NULL, "The address the seed listens on, \"host:port\".", NULL},
     {"token", (getter)seed_token, NULL, "The cluster token workers must present.", NULL},
-    {NULL}};
+    {NULL, NULL, NULL, NULL, NULL}};
 static PyMethodDef seed_methods[] = {
     {"wait", (PyCFunction)seed_wait, METH_VARARGS,
      "wait(timeout_ms=0)\n--\n\nWaits until the world has formed (0: no limit)."},
     {"close", (PyCFunction)seed_close, METH_NOARGS, "close()\n--\n\nStops the seed."},
-    {NULL}};
+    {NULL, NULL, 0, NULL}};
 static PyType_Slot seed_slots[] = {{Py_tp_dealloc, seed_dealloc},
                                    {Py_tp_getset, seed_getset},
                                    {Py_tp_methods, seed_methods},
@@ -534,7 +534,7 @@ static PyMethodDef module_methods[] = {
     {"strerror", py_strerror, METH_VARARGS, NULL},
     {"dtype_size", py_dtype_size, METH_VARARGS, NULL},
     {"memory_at", py_memory_at, METH_VARARGS, NULL},
-    {NULL}};
+    {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "nexar._nexar",
                                     "The C extension of the nexar package (see nexar).", -1,

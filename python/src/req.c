@@ -324,7 +324,7 @@ static PyMethodDef req_methods[] = {
     {"test", (PyCFunction)req_test, METH_NOARGS,
      "test()\n--\n\nTrue once the operation has finished (failed or not; wait() gives the "
      "result). Never blocks."},
-    {NULL}};
+    {NULL, NULL, 0, NULL}};
 static PyType_Slot req_slots[] = {
     {Py_tp_dealloc, req_dealloc},
     {Py_tp_methods, req_methods},

@@ -128,3 +128,19 @@ def test_request_single_waiter(w2):
     assert not r.test() and "pending" in repr(r)
     w2[1].send(b"z", 0, tag=99)
     assert r.wait() == b"z" and r.wait() == b"z" and r.test()
+
+
+def test_close_inside_a_handler_is_refused(w2):
+    seen = []
+
+    def handler(caller, args, c=w2[1]):
+        try:
+            c.close()
+        except nexar.InvalidArgumentError as e:
+            seen.append(str(e))
+        return b"still open"
+
+    w2[1].rpc_register(3, handler)
+    assert w2[0].rpc(1, 3) == b"still open"
+    assert seen and "callback" in seen[0] and not w2[1].closed
+    w2[1].rpc_register(3, None)
