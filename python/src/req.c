@@ -192,7 +192,7 @@ static int all_done(ReqObject *r) {
 /* GIL held on entry and exit. 1 once every request has finished; 0 when a
  * signal handler raised (interruptible only; the requests stay pending). */
 static int wait_done(ReqObject *r, int interruptible) {
-  if (all_done(r)) return 1;
+  /* nexar_test may take the endpoint lock (a timeout): only without the GIL */
   long sleep_ns = 0;
   int spins = 0;
   for (;;) {
@@ -284,7 +284,12 @@ static PyObject *req_wait(ReqObject *r, PyObject *noarg) {
 
 static PyObject *req_test(ReqObject *r, PyObject *noarg) {
   if (r->finished) Py_RETURN_TRUE;
-  if (r->busy || !all_done(r)) Py_RETURN_FALSE;
+  if (r->busy) Py_RETURN_FALSE;
+  int done;
+  r->busy = 1; /* one thread at a time on a request */
+  Py_BEGIN_ALLOW_THREADS done = all_done(r);
+  Py_END_ALLOW_THREADS r->busy = 0;
+  if (!done) Py_RETURN_FALSE;
   finish(r);
   Py_RETURN_TRUE;
 }
