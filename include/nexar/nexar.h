@@ -283,6 +283,14 @@ NEXAR_EXTERN int nexar_sendrecv(nexar_client *c, const void *sbuf, size_t slen, 
 
 /* ---------------------------------------------------------- collectives */
 
+/* Every collective returns 0 or: NEXAR_ERR_INVALID_ARGUMENT (NULL client or a
+ * buffer NULL with a non-zero count, bad dtype or op, a bitwise op on a float
+ * dtype, NEXAR_AVG in a scan, overlapping buffers, a size that overflows),
+ * NEXAR_ERR_INVALID_RANK (root), NEXAR_ERR_MISMATCH (ranks called different
+ * collectives or arguments), NEXAR_ERR_TIMEOUT, NEXAR_ERR_PEER_LOST,
+ * NEXAR_ERR_ABORTED, NEXAR_ERR_NOMEM. The reducing ones take every nexar_op
+ * (see there). */
+
 /** In place: buf becomes the reduction over all ranks. */
 NEXAR_EXTERN int nexar_all_reduce(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
                                   nexar_op op);
@@ -491,7 +499,9 @@ NEXAR_EXTERN int nexar_compressor_topk_new(nexar_compressor **out, double ratio)
 NEXAR_EXTERN int nexar_compressor_randomk_new(nexar_compressor **out, double ratio, uint64_t seed);
 /** Frees a compressor. */
 NEXAR_EXTERN void nexar_compressor_del(nexar_compressor *c);
-/** Allreduce with compression and error feedback (residual kept between calls). */
+/** Allreduce with compression and error feedback (residual kept between calls).
+ * NEXAR_SUM or NEXAR_AVG over a float dtype (else NEXAR_ERR_UNSUPPORTED; a
+ * bitwise op is NEXAR_ERR_INVALID_ARGUMENT). */
 NEXAR_EXTERN int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count,
                                              nexar_dtype dt, nexar_op op,
                                              const nexar_compressor *comp, void *residual);

@@ -130,10 +130,17 @@ static int ring_process(ring *g, const ring_it *it) {
   } else if (s == n - 2) {
     dst = g->out + off * es;
   } else {
-    /* dbl[s%2] was last sent at step s-1 (holding step s-2's result). */
-    nx_sid *q = s >= 2 ? rs_req(g, s - 1, it->jseg) : NULL;
-    int rc = q ? nx_j_wait(j, q) : 0;
-    if (rc) return rc;
+    /* dbl[s%2] was last sent at step s-1 (holding step s-2's result). With
+     * uneven chunks (a chunk table) step s-2's chunk may have had no such
+     * segment while an earlier one of this parity did: wait for every send
+     * of this segment from dbl[s%2] (a waited one is cleared, so each is
+     * waited once). */
+    for (uint32_t k = s - 1; s >= 2 && k >= 1; k -= 2) {
+      nx_sid *q = rs_req(g, k, it->jseg);
+      int rc = q ? nx_j_wait(j, q) : 0;
+      if (rc) return rc;
+      if (!g->ccnt || k < 3) break;
+    }
     dst = g->dbl[s % 2] + off * es;
   }
   /* acc = (partial from ranks c+1 .. r-1) op (mine): the same order on

@@ -771,6 +771,8 @@ static void test_avg_div(void) {
   static const uint32_t ns[] = {1, 2, 3, 5, 7, 9, 1000, 4097, 65535};
   enum { N = 2049 };
   unsigned char x[N * 8 + 1], d[N * 8 + 2], tmp[N * 8];
+  for (int si = 0; si < n_impls; si++) { /* every kernel set, against the reference */
+  CHECK(nx_reduce_set_impl(impls[si]) == 0, "select %s", impls[si]);
   for (size_t t = 0; t < 10; t++)
     for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
       nexar_dtype dt = all_dtypes[t];
@@ -787,12 +789,34 @@ static void test_avg_div(void) {
         uint64_t xi = get_elem(x, i, size), got = get_elem(d + 1, i, size);
         uint64_t want = ns[k] == 1 ? xi : ref_avg(dt, xi, ns[k]);
         bad += got != want;
-        CHECK(got == want, "avg %s / %u [%zu]: %llx -> %llx, want %llx", nexar_dtype_name(dt),
-              ns[k], i, (unsigned long long)xi, (unsigned long long)got,
+        CHECK(got == want, "%s avg %s / %u [%zu]: %llx -> %llx, want %llx", impls[si],
+              nexar_dtype_name(dt), ns[k], i, (unsigned long long)xi, (unsigned long long)got,
               (unsigned long long)want);
       }
       CHECK(d[0] == 0x77 && d[1 + N * size] == 0x77, "avg %s wrote outside", nexar_dtype_name(dt));
     }
+  }
+  nx_reduce_set_impl(NULL);
+  /* every f16 and bf16 pattern through every kernel set, against the reference */
+  static uint16_t all[65536 + 3];
+  static const uint32_t ns2[] = {3, 6, 7, 11, 12345, 30001, 54321, 65521};
+  for (int dti = 0; dti < 2; dti++)
+    for (size_t k = 0; k < sizeof ns2 / sizeof *ns2; k++)
+      for (int si = 0; si < n_impls; si++) {
+        nexar_dtype dt = dti ? NEXAR_BF16 : NEXAR_F16;
+        for (size_t i = 0; i < 65536; i++)
+          all[i + 1] = (uint16_t)i;
+        nx_reduce_set_impl(impls[si]);
+        nx_avg_div(all + 1, 65536, dt, ns2[k]);
+        int bad = 0;
+        for (size_t i = 0; i < 65536 && bad < 3; i++) {
+          uint64_t want = ref_avg(dt, i, ns2[k]);
+          bad += all[i + 1] != want;
+          CHECK(all[i + 1] == want, "%s avg %s %zx / %u = %x, want %llx", impls[si],
+                nexar_dtype_name(dt), i, ns2[k], all[i + 1], (unsigned long long)want);
+        }
+      }
+  nx_reduce_set_impl(NULL);
   /* the documented cases: integers truncate toward zero; bf16 rounds to even */
   int32_t v[4] = {7, -7, 5, -1};
   nx_avg_div(v, 4, NEXAR_I32, 2);
