@@ -40,4 +40,29 @@ except (nexar.AbortedError, nexar.PeerLostError):
 assert time.monotonic() - t0 < 5
 a.close()
 b.close()
+
+# 3. a call without an _nb form (probe runs on a helper thread): aborts too
+c, d = nexar.bootstrap_local(2)
+print("ready probe", flush=True)
+try:
+    c.probe(1, tag=5)
+    raise SystemExit("probe returned")
+except KeyboardInterrupt:
+    print("interrupted", time.monotonic(), flush=True)
+try:
+    c.probe(1, tag=5)
+    raise SystemExit("probe on an aborted client worked")
+except nexar.AbortedError:
+    pass
+c.close()
+d.close()
+
+# 4. cluster formation (join to a seed whose world never forms): abandoned
+seed = nexar.Seed("127.0.0.1:0", 2)
+print("ready join", flush=True)
+try:
+    nexar.join(seed.addr, token=seed.token)
+    raise SystemExit("join returned")
+except KeyboardInterrupt:
+    print("interrupted", time.monotonic(), flush=True)
 print("sigint ok", flush=True)
