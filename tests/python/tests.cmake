@@ -12,6 +12,15 @@ if(nx_no_pytest)
   return()
 endif()
 set(nx_pydir ${CMAKE_CURRENT_SOURCE_DIR}/python)
+# An ASan build's extension needs the runtime loaded first; Python's own
+# allocator is bypassed (PYTHONMALLOC=malloc) so ASan sees every buffer, and
+# the interpreter's exit-time leaks are not ours (detect_leaks=0).
+set(nx_pyenv "")
+if(NEXAR_ASAN)
+  execute_process(COMMAND ${CMAKE_C_COMPILER} -print-file-name=libasan.so
+                  OUTPUT_VARIABLE nx_asan OUTPUT_STRIP_TRAILING_WHITESPACE)
+  set(nx_pyenv "LD_PRELOAD=${nx_asan};PYTHONMALLOC=malloc;ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+endif()
 foreach(t ops procs threads process_checks errors stubs)
   foreach(mode numpy nonumpy)
     if(mode STREQUAL "numpy")
@@ -25,6 +34,6 @@ foreach(t ops procs threads process_checks errors stubs)
              COMMAND ${NEXAR_PYTHON_EXE} -m pytest -q -p no:cacheprovider ${nx_pydir}/test_${t}.py
              WORKING_DIRECTORY ${nx_pydir})
     set_tests_properties(${name} PROPERTIES TIMEOUT 240 LABELS "python"
-                         ENVIRONMENT "PYTHONPATH=${nx_pp};PYTHONDONTWRITEBYTECODE=1")
+                         ENVIRONMENT "PYTHONPATH=${nx_pp};PYTHONDONTWRITEBYTECODE=1;${nx_pyenv}")
   endforeach()
 endforeach()
