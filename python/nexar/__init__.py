@@ -36,7 +36,9 @@ from ._errors import (
 from ._errors import _from_code
 from ._buffers import DTYPES, OPS, _adapt
 
-_nexar._set_hooks(_from_code, _adapt)
+import threading as _threading
+
+_nexar._set_hooks(_from_code, _adapt, _threading.main_thread().ident)
 
 from ._client import (  # noqa: E402  (the hooks must be set first)
     COLOR_NONE,

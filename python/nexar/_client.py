@@ -5,7 +5,10 @@ release the GIL. As in C, collectives on one client must be issued in the
 same order on every rank (when several threads issue them, the application
 orders them). A Request is used by one thread at a time.
 
-Ctrl-C: a blocked call looks for signals every ~20 ms. A KeyboardInterrupt
+Ctrl-C: in the main thread (the only one Python delivers KeyboardInterrupt
+to), a blocked call waits in ~20 ms slices (testing the request, sleeping
+briefly) and looks for signals between them; other threads wait inside the
+library directly, which is the fastest wake-up. A KeyboardInterrupt
 in a *blocking* call aborts the client (nexar_abort: its peers learn at once
 and fail with AbortedError instead of waiting for a timeout; afterwards only
 queries and close() work on it), because one rank cannot withdraw from a

@@ -117,6 +117,16 @@ static int job_wait_slices(nxjob *j, int interruptible) {
 }
 
 int pynx_job_run(nxjob *j) {
+  if (PyThread_get_thread_ident() != pynx_main_thread) {
+    /* no KeyboardInterrupt outside the main thread: call it right here */
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = j->run(j);
+    if (rc) snprintf(j->err, sizeof j->err, "%s", nexar_last_error());
+    Py_END_ALLOW_THREADS j->rc = rc;
+    j->done = 1;
+    j->refs = 1;
+    return 0;
+  }
   pthread_attr_t at;
   pthread_attr_init(&at);
   pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
@@ -480,7 +490,9 @@ static PyType_Spec seed_spec = {"nexar._nexar._Seed", sizeof(SeedObject), 0,
 
 static PyObject *py_set_hooks(PyObject *m, PyObject *args) {
   PyObject *mk, *ad;
-  if (!PyArg_ParseTuple(args, "OO", &mk, &ad)) return NULL;
+  unsigned long main_ident;
+  if (!PyArg_ParseTuple(args, "OOk", &mk, &ad, &main_ident)) return NULL;
+  pynx_main_thread = main_ident;
   Py_XDECREF(g_make_error);
   g_make_error = Py_NewRef(mk);
   Py_XDECREF(pynx_adapt);
@@ -543,6 +555,7 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "nexar._nexar",
 PyMODINIT_FUNC PyInit__nexar(void) {
   PyObject *m = PyModule_Create(&moddef);
   if (!m) return NULL;
+  pynx_main_thread = PyThread_get_thread_ident(); /* until _set_hooks says */
   pynx_SeedType = PyType_FromSpec(&seed_spec);
   if (!pynx_SeedType || pynx_req_types_init(m) < 0 || pynx_comm_types_init(m) < 0) {
     Py_DECREF(m);

@@ -61,6 +61,7 @@ typedef struct ReqObject {
 
 extern PyObject *pynx_CommType, *pynx_ReqType;
 extern atomic_int pynx_shutting_down;
+extern unsigned long pynx_main_thread; /* the thread that gets KeyboardInterrupt */
 
 /* errors: raise the nexar.NexarError subclass for code with message msg */
 PyObject *pynx_raise(int code, const char *msg);
