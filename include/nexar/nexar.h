@@ -338,8 +338,8 @@ NEXAR_EXTERN int nexar_all_reduce_rs_ag(nexar_client *c, void *buf, size_t count
  * NEXAR_ERR_MISMATCH on every rank. A message of another length than the
  * receiver's count gives NEXAR_ERR_SIZE_MISMATCH on the receiving rank (all_to_all_v,
  * gather_v at the root, scatter_v at the non-roots; the other ranks get
- * NEXAR_ERR_MISMATCH). Blocks of one output buffer must not overlap each
- * other, nor the input (except the in-place forms named below), and every
+ * NEXAR_ERR_MISMATCH, unless their part was done before they heard). Blocks of one output buffer
+ * must not overlap each other, nor the input (except the in-place forms named below), and every
  * (displ + count) * element size must fit in size_t: else
  * NEXAR_ERR_INVALID_ARGUMENT. Every one also returns NEXAR_ERR_INVALID_ARGUMENT
  * (NULL client/arrays, bad dtype), NEXAR_ERR_TIMEOUT, NEXAR_ERR_PEER_LOST,
@@ -435,16 +435,14 @@ NEXAR_EXTERN int nexar_reduce_scatter_v_nb(nexar_client *c, const void *send, vo
                                            const size_t *recv_counts, nexar_dtype dt, nexar_op op,
                                            nexar_request **req);
 /** Non-blocking nexar_all_to_all_v (counts and displs are copied). */
-NEXAR_EXTERN int nexar_all_to_all_v_nb(nexar_client *c, const void *send,
-                                       const size_t *send_counts, const size_t *send_displs,
-                                       void *recv, const size_t *recv_counts,
-                                       const size_t *recv_displs, nexar_dtype dt,
-                                       nexar_request **req);
+NEXAR_EXTERN int nexar_all_to_all_v_nb(nexar_client *c, const void *send, const size_t *send_counts,
+                                       const size_t *send_displs, void *recv,
+                                       const size_t *recv_counts, const size_t *recv_displs,
+                                       nexar_dtype dt, nexar_request **req);
 /** Non-blocking nexar_gather_v (counts and displs are copied). */
-NEXAR_EXTERN int nexar_gather_v_nb(nexar_client *c, const void *send, size_t send_count,
-                                   void *recv, const size_t *recv_counts,
-                                   const size_t *recv_displs, nexar_dtype dt, uint32_t root,
-                                   nexar_request **req);
+NEXAR_EXTERN int nexar_gather_v_nb(nexar_client *c, const void *send, size_t send_count, void *recv,
+                                   const size_t *recv_counts, const size_t *recv_displs,
+                                   nexar_dtype dt, uint32_t root, nexar_request **req);
 /** Non-blocking nexar_scatter_v (counts and displs are copied). */
 NEXAR_EXTERN int nexar_scatter_v_nb(nexar_client *c, const void *send, const size_t *send_counts,
                                     const size_t *send_displs, void *recv, size_t recv_count,

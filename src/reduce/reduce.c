@@ -283,7 +283,7 @@ typedef void (*kernel_fn)(unsigned char *, const unsigned char *, const unsigned
   { k_sum_##T, k_prod_##T, k_min_##T, k_max_##T, k_sum_##T, k_band_##W, k_bor_##W, k_bxor_##W }
 /* Indexed by the wire values of nexar_dtype and nexar_op. */
 static const kernel_fn scalar_kernels[10][8] = {
-    ROW(f32),       ROW(f64),       ROW(f16),      ROW(bf16),      IROW(i8, x8),
+    ROW(f32),       ROW(f64),       ROW(f16),     ROW(bf16),      IROW(i8, x8),
     IROW(i32, x32), IROW(i64, x64), IROW(u8, x8), IROW(u32, x32), IROW(u64, x64)};
 
 void nx_reduce3_scalar(void *dst, const void *a, const void *b, size_t count, nexar_dtype dt,

@@ -330,8 +330,8 @@ static TGT size_t avg_f64(uchar *p, size_t count, uint32_t n) {
  * Round-to-odd: truncate toward zero (step back one unit when the nearest-even
  * conversion went away from zero) and set the last bit when inexact. */
 INL __m128i lo32_of_64(__m256d m) {
-  return _mm256_castsi256_si128(
-      _mm256_permutevar8x32_epi32(_mm256_castpd_si256(m), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+  return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
+      _mm256_castpd_si256(m), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
 }
 
 INL __m128 pd_to_ps_odd(__m256d q) {

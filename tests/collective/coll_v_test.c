@@ -92,8 +92,7 @@ static void ops_one(tctx *t, size_t count, nexar_dtype dt, nexar_op op, int salt
   } else {
     int e = nexar_scan(c, buf, count, dt, op);
     T_CHECK(t, e == NEXAR_ERR_INVALID_ARGUMENT, "scan avg -> %d", e);
-    T_CHECK(t, strstr(nexar_last_error(), "avg") != NULL, "scan avg text: %s",
-            nexar_last_error());
+    T_CHECK(t, strstr(nexar_last_error(), "avg") != NULL, "scan avg text: %s", nexar_last_error());
     e = nexar_exclusive_scan(c, buf, count, dt, op);
     T_CHECK(t, e == NEXAR_ERR_INVALID_ARGUMENT, "exclusive_scan avg -> %d", e);
   }
@@ -226,8 +225,8 @@ static void v_case(tctx *t, int k, nexar_dtype dt, int mode, uint32_t root) {
   if (r == root)
     for (uint32_t i = 0; i < n; i++)
       t_fill(send + sd[i] * es, sc[i], dt, op, root, 1000 * (size_t)i, salt);
-  T_RC(t, nexar_scatter_v(c, r == root ? send : NULL, r == root ? sc : NULL,
-                          r == root ? sdp : NULL, recv, sc[r], dt, root));
+  T_RC(t, nexar_scatter_v(c, r == root ? send : NULL, r == root ? sc : NULL, r == root ? sdp : NULL,
+                          recv, sc[r], dt, root));
   t_fill(exp, sc[r], dt, op, root, 1000 * (size_t)r, salt);
   T_BUF(t, what, recv, exp, sc[r], dt);
   free(send);

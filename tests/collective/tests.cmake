@@ -44,6 +44,12 @@ foreach(suite ops v vnb verr vlarge sendrecv)
   add_test(NAME collective.v_${suite} COMMAND coll_v_test ${suite})
   set_tests_properties(collective.v_${suite} PROPERTIES TIMEOUT 120 LABELS "collective")
 endforeach()
+# Large, empty and mismatched blocks over the TCP bulk stream (as collective.bulk_nb).
+foreach(suite vlarge vnb)
+  add_test(NAME collective.v_bulk_${suite} COMMAND coll_v_test ${suite})
+  set_tests_properties(collective.v_bulk_${suite} PROPERTIES TIMEOUT 120 LABELS "collective;bulk"
+                       ENVIRONMENT "NEXAR_BULK_TCP_LOCAL=1;NEXAR_BULK_MIN_BYTES=0")
+endforeach()
 # The same checks with one process per rank.
 add_test(NAME collective.v_processes
          COMMAND $<TARGET_FILE:nexar-run> -n 3 --timeout 100 -- $<TARGET_FILE:coll_v_test> proc)
