@@ -50,6 +50,7 @@ from ._client import (  # noqa: E402  (the hooks must be set first)
     config_defaults,
     init_from_env,
     join,
+    wait_all,
 )
 
 __version__ = _nexar.version()
@@ -70,5 +71,5 @@ __all__ = [
     "InvalidRankError", "MismatchError", "NexarError", "NexarIOError", "NoMemoryError", "OPS",
     "PeerLostError", "ProtocolError", "Request", "RpcFailedError", "RpcNoHandlerError", "Seed",
     "SizeMismatchError", "TLSError", "TimeoutError", "UnsupportedError", "bootstrap_local",
-    "config_defaults", "init_from_env", "join", "strerror", "version",
+    "config_defaults", "init_from_env", "join", "strerror", "version", "wait_all",
 ]

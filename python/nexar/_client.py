@@ -27,7 +27,7 @@ import weakref
 
 from . import _nexar
 from ._buffers import DTYPES, _adapt, dtype_code, like, nbytes, op_code
-from ._errors import InvalidArgumentError
+from ._errors import InvalidArgumentError, NexarError
 
 COLOR_NONE = _nexar.COLOR_NONE
 _live = weakref.WeakSet()
@@ -611,6 +611,25 @@ def _parse_obj_header(msg, peer):
 
 
 Request = _nexar.Request
+
+
+def wait_all(requests):
+    """Waits for every request (also after a failure) and returns their
+    results as a list; then raises the error of the lowest-index failed one,
+    if any (as nexar_wait_all). None entries are skipped (result None)."""
+    results, first = [], None
+    for r in requests:
+        if r is None:
+            results.append(None)
+            continue
+        try:
+            results.append(r.wait())
+        except NexarError as e:
+            results.append(None)
+            first = first or e
+    if first is not None:
+        raise first
+    return results
 
 
 @atexit.register

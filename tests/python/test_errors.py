@@ -144,3 +144,17 @@ def test_close_inside_a_handler_is_refused(w2):
     assert w2[0].rpc(1, 3) == b"still open"
     assert seen and "callback" in seen[0] and not w2[1].closed
     w2[1].rpc_register(3, None)
+
+
+def test_wait_all_waits_every_request_and_raises_the_first_error(w2):
+    a, b = w2
+    rs = [a.recv(bytearray(2), 1, tag=41, async_op=True),
+          a.recv(bytearray(3), 1, tag=42, async_op=True), None]
+    b.send(b"xy", 0, tag=41)
+    b.send(b"four", 0, tag=42)  # 4 bytes into 3: SizeMismatchError, message kept
+    with pytest.raises(nexar.SizeMismatchError):
+        nexar.wait_all(rs)
+    assert rs[0].test() and rs[0].wait() == b"xy"
+    m = bytearray(4)
+    a.recv(m, 1, tag=42)
+    assert m == b"four"
