@@ -9,7 +9,7 @@ import time
 import pytest
 
 import nexar
-from nxtest import close_all, world
+from nxtest import close_all, run_ranks, world
 
 
 def test_gil_released_while_two_ranks_block_in_recv():
@@ -104,4 +104,46 @@ def test_callback_exception_goes_to_unraisablehook():
         assert caught and isinstance(caught[0], RuntimeError)
     finally:
         sys.unraisablehook = old
+        close_all(cs)
+
+
+def test_close_while_another_thread_is_blocked():
+    cs = world(2)
+    try:
+        err = []
+
+        def blocked():
+            try:
+                cs[0].recv(bytearray(4), 1, tag=3)
+            except nexar.NexarError as e:
+                err.append(e)
+
+        t = threading.Thread(target=blocked)
+        t.start()
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        cs[0].close()  # aborts the blocked receive, then deletes the client
+        t.join(10)
+        assert not t.is_alive() and time.monotonic() - t0 < 5
+        assert len(err) == 1 and isinstance(err[0], nexar.AbortedError), err
+        assert cs[0].closed
+    finally:
+        close_all(cs)
+
+
+def test_many_async_ops_from_threads_then_close():
+    cs = world(2)
+    try:
+        def body(c):
+            reqs = [c.all_reduce(bytearray([c.rank]) * 64, dtype="u8", async_op=True)
+                    for _ in range(200)]
+            return sum(r.wait() == bytearray([1]) * 64 for r in reqs)
+
+        assert run_ranks(cs, body) == [200, 200]
+        # requests still pending at close end with AbortedError, never a crash
+        r = cs[0].recv(bytearray(8), 1, tag=9, async_op=True)
+        cs[0].close()
+        with pytest.raises(nexar.AbortedError):
+            r.wait()
+    finally:
         close_all(cs)
