@@ -316,9 +316,21 @@ class Client:
     # ------------------------------------------------------ collectives
     def all_reduce(self, buf, op="sum", *, dtype=None, async_op=False):
         """In place: buf becomes the reduction of every rank's buf (bit-
-        identical on all ranks). Returns buf. Raises MismatchError (ranks
-        disagree on op, dtype or count), PeerLostError, TimeoutError,
-        AbortedError, InvalidArgumentError (bad op for the dtype)."""
+        identical on all ranks) and is returned.
+
+        op: "sum" "prod" "min" "max" "avg" (the sum divided by the world
+        size; integers truncate) "band" "bor" "bxor" (integer dtypes only).
+        dtype: None takes the element type from buf's format; "bf16", "f16",
+        ... reads buf's bytes as that type. async_op=True returns a Request
+        at once (buf stays exported until it finishes; wait() returns buf).
+        The GIL is released while it runs.
+
+        Raises MismatchError (ranks disagree on op, dtype or count; on every
+        rank), PeerLostError (a member is dead), TimeoutError (no progress
+        for collective_timeout_ms), AbortedError (this client or a peer
+        aborted), InvalidArgumentError (a bad op for the dtype, a buffer
+        that is not writable and C-contiguous, a size that is not a multiple
+        of the dtype's)."""
         return self._c.all_reduce(buf, dtype_code(dtype), op_code(op), async_op)
 
     def all_reduce_rs_ag(self, buf, op="sum", *, dtype=None, async_op=False):
