@@ -34,6 +34,6 @@ foreach(t ops procs threads process_checks errors stubs recovery)
              COMMAND ${NEXAR_PYTHON_EXE} -m pytest -q -p no:cacheprovider ${nx_pydir}/test_${t}.py
              WORKING_DIRECTORY ${nx_pydir})
     set_tests_properties(${name} PROPERTIES TIMEOUT 240 LABELS "python"
-                         ENVIRONMENT "PYTHONPATH=${nx_pp};PYTHONDONTWRITEBYTECODE=1;${nx_pyenv}")
+                         ENVIRONMENT "PYTHONPATH=${nx_pp};NEXAR_PY_BUILD=${NEXAR_PY_OUT};PYTHONDONTWRITEBYTECODE=1;${nx_pyenv}")
   endforeach()
 endforeach()
