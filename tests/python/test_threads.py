@@ -47,6 +47,7 @@ def test_gil_released_while_two_ranks_block_in_recv():
             t.join(30)
         assert [g[0] for g in got] == [b"data", b"data"]
         assert min(g[1] for g in got) >= 1.9
+        print("counter iterations while two ranks blocked 2 s:", count[0])
         assert count[0] >= 1_000_000, f"the counter thread advanced only {count[0]} times"
     finally:
         close_all(cs)
@@ -145,5 +146,42 @@ def test_many_async_ops_from_threads_then_close():
         cs[0].close()
         with pytest.raises(nexar.AbortedError):
             r.wait()
+    finally:
+        close_all(cs)
+
+
+def test_gil_released_while_the_main_thread_blocks_in_recv():
+    """The same with one receiver on the main thread (the sliced wait that
+    looks for Ctrl-C)."""
+    cs = world(3)
+    try:
+        done = [False]
+        count = [0]
+
+        def counter():
+            n = 0
+            while not done[0]:
+                n += 1
+            count[0] = n
+
+        def later():
+            time.sleep(2.0)
+            done[0] = True
+            cs[2].send(b"data", 0, tag=1)
+            cs[2].send(b"data", 1, tag=1)
+
+        other = []
+        t1 = threading.Thread(target=lambda: other.append(bytes(cs[1].recv(bytearray(4), 2, tag=1))))
+        ct = threading.Thread(target=counter)
+        lt = threading.Thread(target=later)
+        for t in (t1, ct, lt):
+            t.start()
+        t0 = time.monotonic()
+        got = cs[0].recv(bytearray(4), 2, tag=1)
+        waited = time.monotonic() - t0
+        for t in (t1, ct, lt):
+            t.join(30)
+        assert got == b"data" and other == [b"data"] and waited >= 1.9
+        assert count[0] >= 1_000_000, f"the counter thread advanced only {count[0]} times"
     finally:
         close_all(cs)
