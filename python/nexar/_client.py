@@ -520,6 +520,8 @@ class Client:
         return self._c.rpc(target, int(fn_id), args)
 
     # --------------------------------------------------- pickled objects
+    # Unpickling runs code chosen by the sender: use these helpers only
+    # between members you trust (the cluster token admits them).
     def send_obj(self, obj, dest, tag=0):
         """Sends a picklable object (pickle protocol 5; large buffers such as
         numpy arrays travel out of band, without a copy into the pickle) as
@@ -535,7 +537,10 @@ class Client:
                 self._c.send(r, dest, tag, False)
 
     def recv_obj(self, src, tag=0):
-        """Receives an object sent with send_obj from src with tag."""
+        """Receives an object sent with send_obj from src with tag.
+        Unpickling runs code the sender chose: trusted members only. A
+        message that is not a send_obj header, or buffers of other sizes
+        than announced, raise ProtocolError."""
         with self._obj_recv_lock:
             n = self._c.probe(src, tag)
             msg = bytearray(n)
@@ -543,7 +548,15 @@ class Client:
             nb, lens, payload = _parse_obj_header(msg, src)
             bufs = []
             for ln in lens:
-                b = bytearray(ln)
+                # allocate what actually arrived, not what the header claims
+                got = self._c.probe(src, tag)
+                if got != ln:
+                    from ._errors import ProtocolError
+
+                    raise ProtocolError(_nexar.ERR_PROTOCOL,
+                                        f"recv_obj: rank {src} announced a {ln}-byte buffer "
+                                        f"and sent {got} bytes")
+                b = bytearray(got)
                 self._c.recv(b, src, tag, False)
                 bufs.append(b)
         return pickle.loads(payload, buffers=bufs)

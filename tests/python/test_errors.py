@@ -158,3 +158,17 @@ def test_wait_all_waits_every_request_and_raises_the_first_error(w2):
     m = bytearray(4)
     a.recv(m, 1, tag=42)
     assert m == b"four"
+
+
+def test_recv_obj_refuses_what_is_not_an_object(w2):
+    a, b = w2
+    b.send(b"not an object header", 0, tag=51)
+    with pytest.raises(nexar.ProtocolError):
+        a.recv_obj(1, tag=51)
+    import struct
+
+    b.send(struct.pack("<4sIQ", b"NXO1", 1, 10) + b"payload", 0, tag=52)
+    b.send(b"only 7!", 0, tag=52)  # announced 10 bytes
+    with pytest.raises(nexar.ProtocolError, match="announced"):
+        a.recv_obj(1, tag=52)
+    a.recv(bytearray(7), 1, tag=52)  # the short buffer stayed queued
