@@ -405,6 +405,11 @@ static PyObject *c_all_reduce_bucketed(CommObject *self, PyObject *args) {
   }
   nexar_bucket *bk = calloc(nb ? (size_t)nb : 1, sizeof *bk);
   r->mem = bk;
+  if (nb > INT32_MAX / 2) {
+    pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_bucketed: too many buckets");
+    goto fail;
+  }
+  if (pynx_req_reserve(r, (int)nb + 1) < 0) goto fail;
   if (!bk) {
     PyErr_NoMemory();
     goto fail;

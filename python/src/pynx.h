@@ -78,6 +78,7 @@ int pynx_count(const nxbuf *b, int dt, size_t *count, const char *op, const char
 /* requests (req.c) */
 ReqObject *pynx_req_new(CommObject *comm, const char *what);
 nxbuf *pynx_req_buf(ReqObject *r); /* a zeroed slot, or NULL (MemoryError) */
+int pynx_req_reserve(ReqObject *r, int n); /* before the first pynx_req_buf */
 PyObject *pynx_req_block(ReqObject *r); /* the blocking form: abort c on Ctrl-C */
 int pynx_req_types_init(PyObject *m);
 

@@ -159,6 +159,21 @@ ReqObject *pynx_req_new(CommObject *comm, const char *what) {
   return r;
 }
 
+/* Room for n buffers at once, before any is exported (growing the array
+ * later moves exported Py_buffers, which the exporters we know tolerate,
+ * but the pointers rbuf handed out would dangle). */
+int pynx_req_reserve(ReqObject *r, int n) {
+  if (n <= r->capbufs) return 0;
+  nxbuf *nb = realloc(r->bufs, (size_t)n * sizeof *nb);
+  if (!nb) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  r->bufs = nb;
+  r->capbufs = n;
+  return 0;
+}
+
 nxbuf *pynx_req_buf(ReqObject *r) {
   if (r->nbufs == r->capbufs) {
     int cap = r->capbufs ? 2 * r->capbufs : 4;

@@ -9,8 +9,8 @@ a, b = nexar.bootstrap_local(2)
 # 1. Request.wait(): KeyboardInterrupt leaves the request pending
 buf = bytearray(8)
 req = a.recv(buf, 1, tag=1, async_op=True)
-print("ready wait", flush=True)
 try:
+    print("ready wait", flush=True)  # inside the try: an early signal still counts
     req.wait()
     raise SystemExit("wait returned")
 except KeyboardInterrupt:
@@ -20,8 +20,8 @@ b.send(b"12345678", 0, tag=1)
 assert req.wait() == b"12345678"
 
 # 2. a blocking barrier that rank 1 never enters: aborts the client
-print("ready barrier", flush=True)
 try:
+    print("ready barrier", flush=True)
     a.barrier()
     raise SystemExit("barrier returned")
 except KeyboardInterrupt:
@@ -43,8 +43,8 @@ b.close()
 
 # 3. a call without an _nb form (probe runs on a helper thread): aborts too
 c, d = nexar.bootstrap_local(2)
-print("ready probe", flush=True)
 try:
+    print("ready probe", flush=True)
     c.probe(1, tag=5)
     raise SystemExit("probe returned")
 except KeyboardInterrupt:
@@ -59,8 +59,8 @@ d.close()
 
 # 4. cluster formation (join to a seed whose world never forms): abandoned
 seed = nexar.Seed("127.0.0.1:0", 2)
-print("ready join", flush=True)
 try:
+    print("ready join", flush=True)
     nexar.join(seed.addr, token=seed.token)
     raise SystemExit("join returned")
 except KeyboardInterrupt:
