@@ -377,7 +377,8 @@ static PyType_Slot req_slots[] = {
     {Py_tp_methods, req_methods},
     {Py_tp_repr, req_repr},
     {Py_tp_doc, "An operation in flight (async_op=True). Keeps its buffers exported until it "
-                "has finished; dropping an unfinished request waits for it."},
+                "has finished; dropping an unfinished request waits for it (up to the "
+                "operation's timeout), so the library never writes into freed memory."},
     {0, NULL}};
 static PyType_Spec req_spec = {"nexar.Request", sizeof(ReqObject), 0,
                                Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION, req_slots};
