@@ -123,6 +123,19 @@ static void ops_rank(tctx *t) {
       }
       ops_one(t, counts[(d + o) % 4], dt, op, salt++);
     }
+  /* compressed allreduce: avg (ratio 1 keeps every element: exactly the average) */
+  {
+    nexar_compressor *cp = NULL;
+    T_RC(t, nexar_compressor_topk_new(&cp, 1.0));
+    float v[37], resid[37] = {0}, e[37];
+    t_fill(v, 37, NEXAR_F32, NEXAR_AVG, t->rank, 0, 77);
+    t_fold(e, 37, NEXAR_F32, NEXAR_AVG, 0, t->n, 0, 77);
+    T_RC(t, nexar_all_reduce_compressed(t->c, v, 37, NEXAR_F32, NEXAR_AVG, cp, resid));
+    T_BUF(t, "compressed avg", v, e, 37, NEXAR_F32);
+    int x = nexar_all_reduce_compressed(t->c, v, 37, NEXAR_F32, NEXAR_BXOR, cp, resid);
+    T_CHECK(t, x == NEXAR_ERR_INVALID_ARGUMENT, "compressed bxor on f32 -> %d", x);
+    nexar_compressor_del(cp);
+  }
   T_RC(t, nexar_barrier(t->c));
   /* avg of inexact floats: the same bits on every rank (all_gather of the results) */
   for (int d = 0; d < 4; d++) {
@@ -571,6 +584,13 @@ static void sendrecv_rank(tctx *t) {
   for (size_t i = 0; i < mid && !bad; i++)
     bad = d[i] != (unsigned char)(i * 7 + from * 31);
   T_CHECK(t, !bad, "ring shift from %u: wrong bytes", from);
+  /* empty messages (NULL buffers allowed with length 0), and different tags each way */
+  T_RC(t, nexar_sendrecv(c, NULL, 0, (r + 1) % n, 12, NULL, 0, (r + n - 1) % n, 12));
+  T_RC(t, nexar_sendrecv(c, s, 16, (r + n - 1) % n, 13 + r, d, 16, (r + 1) % n, 13 + (r + 1) % n));
+  bad = 0;
+  for (size_t i = 0; i < 16 && !bad; i++)
+    bad = d[i] != (unsigned char)(i * 7 + ((r + 1) % n) * 31);
+  T_CHECK(t, !bad, "reverse shift with per-rank tags: wrong bytes");
   /* refusals */
   int e = nexar_sendrecv(c, s, 100, r, 1, s + 50, 100, r, 1);
   T_CHECK(t, e == NEXAR_ERR_INVALID_ARGUMENT, "overlapping buffers -> %d", e);
