@@ -345,8 +345,9 @@ class Client:
     def all_reduce_compressed(self, buf, residual, compressor, op="sum", *, dtype=None):
         """Allreduce with gradient compression and error feedback: residual
         (same size as buf, zeroed before the first call, kept between calls)
-        carries what compression dropped. op must be "sum" and the dtype a
-        float (else UnsupportedError). Blocking only. Returns buf."""
+        carries what compression dropped. op "sum" or "avg" over a float
+        dtype (else UnsupportedError; a bitwise op: InvalidArgumentError).
+        Blocking only. Returns buf."""
         return self._c.all_reduce_compressed(buf, residual, compressor._cap, dtype_code(dtype),
                                              op_code(op))
 

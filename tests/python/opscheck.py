@@ -265,6 +265,9 @@ def check_compressed(c):
         c.all_reduce_compressed(b, res, comp, dtype=kw)
         assert read("f32", b) == [n * (n + 1) // 2 * (i + 1) for i in range(10)]
         assert read("f32", res) == [0.0] * 10
+        b, kw = make("f32", [(r + 1) * 2.0] * 4)
+        c.all_reduce_compressed(b, empty("f32", 4), comp, op="avg", dtype=kw)
+        assert read("f32", b) == [float(n + 1)] * 4
     try:
         nexar.Compressor.topk(1.5)
         raise AssertionError("ratio 1.5 accepted")
