@@ -417,7 +417,7 @@ class Client:
         """Rank i's send (counts[i] elements; counts the same on every rank,
         else MismatchError) lands in recv at displs[i] (packed in rank order
         when displs is None). recv None: allocated like send. Returns recv."""
-        counts = [int(x) for x in counts]
+        counts = _counts(counts, self.world_size, "all_gather_v")
         if recv is None:
             ext = max((d + c for d, c in zip(displs, counts)), default=0) if displs else sum(counts)
             recv = like(send, ext * _elem_size(send, dtype))
@@ -427,7 +427,7 @@ class Client:
         """send holds sum(counts) elements packed in rank order; rank r's recv
         (counts[r] elements) gets the reduction of block r. recv None:
         allocated. Returns recv."""
-        counts = [int(x) for x in counts]
+        counts = _counts(counts, self.world_size, "reduce_scatter_v")
         if recv is None:
             recv = like(send, counts[self.rank] * _elem_size(send, dtype))
         return self._c.reduce_scatter_v(send, recv, counts, dtype_code(dtype), op_code(op),
@@ -439,8 +439,8 @@ class Client:
         rank j; the block from rank i lands at recv_displs[i] and must have
         recv_counts[i] elements (else SizeMismatchError on this rank). recv
         None: allocated (packed). Returns recv."""
-        send_counts = [int(x) for x in send_counts]
-        recv_counts = [int(x) for x in recv_counts]
+        send_counts = _counts(send_counts, self.world_size, "all_to_all_v")
+        recv_counts = _counts(recv_counts, self.world_size, "all_to_all_v")
         if recv is None:
             recv = like(send, sum(recv_counts) * _elem_size(send, dtype))
         return self._c.all_to_all_v(send, send_counts, send_displs, recv, recv_counts,
@@ -453,7 +453,7 @@ class Client:
         None elsewhere."""
         if self.rank != root:
             return self._c.gather_v(send, None, [], None, dtype_code(dtype), root, async_op)
-        counts = [int(x) for x in counts]
+        counts = _counts(counts, self.world_size, "gather_v")
         if recv is None:
             recv = like(send, sum(counts) * _elem_size(send, dtype))
         return self._c.gather_v(send, recv, counts, displs, dtype_code(dtype), root, async_op)
@@ -464,7 +464,7 @@ class Client:
         counts are used at the root only. Returns recv."""
         if self.rank != root:
             return self._c.scatter_v(None, recv, [], None, dtype_code(dtype), root, async_op)
-        counts = [int(x) for x in counts]
+        counts = _counts(counts, self.world_size, "scatter_v")
         if recv is None:
             recv = like(send, counts[root] * _elem_size(send, dtype))
         return self._c.scatter_v(send, recv, counts, displs, dtype_code(dtype), root, async_op)
@@ -608,6 +608,19 @@ class Client:
         mv = memoryview(everything)
         offs = [sum(lens[:i]) for i in range(n)]
         return [pickle.loads(mv[offs[i]: offs[i] + lens[i]]) for i in range(n)]
+
+
+def _counts(counts, n, what):
+    """counts as a list of n ints (InvalidArgumentError otherwise)."""
+    try:
+        out = [int(x) for x in counts]
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(_nexar.ERR_INVALID_ARGUMENT,
+                                   f"{what}: counts must be a sequence of integers") from None
+    if len(out) != n:
+        raise InvalidArgumentError(_nexar.ERR_INVALID_ARGUMENT,
+                                   f"{what}: {len(out)} counts for a world of {n}")
+    return out
 
 
 def _elem_size(buf, dtype):
