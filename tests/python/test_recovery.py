@@ -9,7 +9,8 @@ import pytest
 import nexar
 from nxtest import close_all, run_ranks, world
 
-FAST = dict(heartbeat_interval_ms=50, heartbeat_timeout_ms=300, recovery_timeout_ms=10000)
+# short enough for a quick test, long enough that a loaded machine is not a false suspicion
+FAST = dict(heartbeat_interval_ms=100, heartbeat_timeout_ms=1000, recovery_timeout_ms=20000)
 
 
 def _wait_dead(c, want, limit=10.0):
