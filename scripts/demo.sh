@@ -24,7 +24,11 @@ if [ -n "$py" ] && [ "$py" != /usr/bin/python3 ] && ! (cd / && "$py" -c "import 
   fi
 fi
 echo "== Python: import nexar, then 4 ranks as processes"
-(cd / && python3 -c "import nexar; print('import nexar:', nexar.__file__, 'libnexar', nexar.version())")
+(cd / && /usr/bin/python3 -c "import nexar; print('import nexar:', nexar.__file__, 'libnexar', nexar.version())")
+if [ -n "$py" ] && [ "$py" != /usr/bin/python3 ]; then
+  (cd / && "$py" -c "import nexar; print('and with', '$py')") ||
+    echo "note: $py (first in PATH) cannot import nexar (it needs CPython >= 3.11); /usr/bin/python3 can"
+fi
 build/tools/nexar-run -n 4 -- /usr/bin/python3 examples/python/allreduce.py
 echo "== 4 ranks as processes: seed, join, ring of messages, barrier"
 build/tools/nexar-run -n 4 -- build/examples/example_seed_worker
