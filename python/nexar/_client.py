@@ -220,9 +220,10 @@ class Client:
 
     @property
     def epoch(self):
-        """The view's epoch: 0 at formation, the parent's for split
-        children, the predecessor's + 1 for recover/rebuild_excluding."""
-        return self._epoch
+        """The view's epoch (nexar_view_epoch): 0 at formation, the parent's
+        for split children, the predecessor's + 1 for a successor (recover,
+        rebuild_excluding, a resize by elastic_checkpoint)."""
+        return self._c.epoch
 
     @property
     def closed(self):
@@ -482,11 +483,12 @@ class Client:
         return Client._wrap(c, self._epoch)
 
     def recover(self):
-        """Collective over the survivors once a failure is known: they agree
-        on the dead set and get a new Client ranked densely in the old order
-        (epoch + 1). AbortedError with recovery_policy "abort"; TimeoutError
-        if no failure settles within recovery_timeout_ms; MismatchError if
-        survivors see different dead sets."""
+        """Collective over the survivors once a failure is known: revokes
+        this client, the survivors agree on the dead set (a fault-tolerant
+        agreement) and each gets a Client of the same view, ranked densely in
+        the old order (epoch + 1). AbortedError with recovery_policy "abort"
+        or when no successor forms (no majority, recovery_timeout_ms);
+        PeerLostError when the others declared this rank failed."""
         return Client._wrap(self._c.recover(), self._epoch + 1)
 
     def rebuild_excluding(self, dead):
@@ -495,14 +497,41 @@ class Client:
         return Client._wrap(self._c.rebuild_excluding(list(dead)), self._epoch + 1)
 
     def elastic_checkpoint(self):
-        """Elastic resize point (collective): the resized Client, or None.
-        UnsupportedError while the library has no elastic membership."""
+        """Elastic resize point (collective): the resized Client, or None
+        (no change, or this rank left). After a resize this Client takes
+        only queries and close(). Departures only so far: joiners into a
+        formed world are refused by the seed."""
         return Client._wrap(self._c.elastic_checkpoint(), self._epoch + 1)
 
     def elastic_leave(self):
-        """Leave at the next elastic checkpoint (UnsupportedError while the
-        library has no elastic membership)."""
+        """Leave at the next elastic_checkpoint()."""
         self._c.elastic_leave()
+
+    def elastic_info(self):
+        """What the resize that made this Client changed, the same on every
+        member: dict with epoch, old_world, new_world, joined, left,
+        i_am_new, old_rank."""
+        return self._c.elastic_info()
+
+    def agree(self, flag):
+        """ULFM's agree: every live member calls it; all get the bitwise AND
+        of the flags of the members that contributed, even if members die
+        meanwhile. Returns that flag; raises PeerLostError (with attribute
+        ``flag``, the agreed value) if some member is dead. Works on a
+        revoked Client."""
+        value, rc, message = self._c.agree(int(flag))
+        if rc:
+            from ._errors import PeerLostError
+            err = PeerLostError(rc, message)
+            err.flag = value
+            raise err
+        return value
+
+    def revoke(self):
+        """ULFM's revoke: every member's pending and later operations fail at
+        once (PeerLostError where a dead rank is involved, else
+        AbortedError); only queries, recover, agree and close work after."""
+        self._c.revoke()
 
     # ------------------------------------------------------------- RPC
     def rpc_register(self, fn_id, fn):

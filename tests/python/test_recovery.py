@@ -1,6 +1,6 @@
 """Failures and membership from Python: failed_ranks after a peer aborts,
 recover() and rebuild_excluding() give a successor with epoch + 1, split
-children keep the epoch, elastic calls report what the library supports."""
+children keep the epoch, elastic departures, agree and revoke."""
 
 import time
 
@@ -59,12 +59,36 @@ def test_rebuild_excluding_oneself_is_invalid():
         close_all(cs)
 
 
-def test_elastic_calls_report_unsupported():
-    cs = world(1)
+def test_elastic_leave():
+    cs = world(3)
     try:
-        with pytest.raises(nexar.UnsupportedError):
-            cs[0].elastic_checkpoint()
-        with pytest.raises(nexar.UnsupportedError):
-            cs[0].elastic_leave()
+        assert run_ranks(cs, lambda c: c.elastic_checkpoint()) == [None, None, None]
+        cs[2].elastic_leave()
+        out = run_ranks(cs, lambda c: c.elastic_checkpoint())
+        assert out[2] is None and out[0] and out[1]
+        for r in (0, 1):
+            assert (out[r].rank, out[r].world_size, out[r].epoch) == (r, 2, 1)
+            info = out[r].elastic_info()
+            assert (info["old_world"], info["new_world"], info["left"], info["old_rank"]) == (3, 2, 1, r)
+        assert out[0].comm_id == out[1].comm_id
+        with pytest.raises(nexar.AbortedError) as ei:
+            cs[2].barrier()
+        assert "left at checkpoint" in str(ei.value)
+        for s in out[:2]:
+            s.close()
+    finally:
+        close_all(cs)
+
+
+def test_agree_and_revoke():
+    cs = world(3, **FAST)
+    try:
+        assert run_ranks(cs, lambda c: c.agree(0b111 if c.rank != 1 else 0b101)) == [0b101] * 3
+        cs[0].revoke()
+        def revoked(c):
+            with pytest.raises((nexar.AbortedError, nexar.PeerLostError)):
+                c.barrier()
+            return c.agree(1)
+        assert run_ranks(cs, revoked) == [1, 1, 1]
     finally:
         close_all(cs)
