@@ -35,7 +35,7 @@ shift 2
 SCENARIOS=${*:-"kill_bigallreduce silent p2p_revoke agree coord_collect coord_accept coord_commit cascade rounds asym partition soak"}
 export NX_HOSTS=${NX_HOSTS:-6}
 nx_netns_session nxr$$ 10.79.0
-trap 'pkill -KILL -f "$WORKER" 2>/dev/null; for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; nx_netns_down; rm -f /tmp/$P.*' EXIT
+trap 'pkill -KILL -x "$(basename "$WORKER")" 2>/dev/null; for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; nx_netns_down; rm -f /tmp/$P.*' EXIT
 export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 export NEXAR_HEARTBEAT_INTERVAL_MS=200 NEXAR_HEARTBEAT_TIMEOUT_MS=1000
 export NEXAR_COLLECTIVE_TIMEOUT_MS=20000 NEXAR_BARRIER_TIMEOUT_MS=20000
@@ -76,14 +76,14 @@ start_world() {
     PIDS+=($!)
   done
   local ready=0
-  for _ in $(seq 300); do
-    ready=$(cat /tmp/$P.w? 2>/dev/null | grep -c ': ready pid ')
+  for _ in $(seq $((300 + 40 * n))); do
+    ready=$(cat /tmp/$P.w* 2>/dev/null | grep -c ': ready pid ')
     [ "$ready" = "$n" ] && return 0
     sleep 0.1
   done
   fail "$name: only $ready of $n ranks ready"
   tail -n 3 /tmp/$P.w? /tmp/$P.seed
-  pkill -KILL -f "$WORKER" 2>/dev/null
+  pkill -KILL -x "$(basename "$WORKER")" 2>/dev/null
   wait 2>/dev/null
   return 1
 }
