@@ -372,10 +372,6 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
 int nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs);
 /* Takes rs off the credit list (before it is freed). */
 void nx_rx_stream_uncredit(nx_ep *ep, nx_rxstream *rs);
-/* realloc for the receive and connection-id tables; tests set
- * nx_realloc_fail_at = n to make the n-th call from now fail. */
-void *nx_realloc(void *p, size_t n);
-extern int nx_realloc_fail_at;
 void nx_tx_acked(nx_ep *ep, nx_txmsg *m, uint64_t offset, uint64_t len);
 void nx_tx_free(nx_txmsg *m);
 /* Returns held credit that application threads released (progress thread). */

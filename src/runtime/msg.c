@@ -247,13 +247,6 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
   return 0;
 }
 
-int nx_realloc_fail_at;
-
-void *nx_realloc(void *p, size_t n) {
-  if (nx_realloc_fail_at > 0 && --nx_realloc_fail_at == 0) return NULL;
-  return realloc(p, n);
-}
-
 void nx_rx_stream_uncredit(nx_ep *ep, nx_rxstream *rs) {
   if (!rs->credit_queued) return;
   for (nx_rxstream **pp = &ep->credit_list; *pp; pp = &(*pp)->next_credit)
