@@ -3,9 +3,11 @@
  *
  * Locking: ep->mu protects everything in this header. The progress thread
  * holds it while it works and drops it only to sleep in epoll_wait, so
- * application threads that take ep->mu see a consistent state. Only the
- * progress thread calls into transport/quic.c (ngtcp2 is not thread-safe);
- * application threads queue work under ep->mu and wake it through an eventfd. */
+ * application threads that take ep->mu see a consistent state. The QUIC link
+ * (transport/quic.h, not thread-safe) is called only under ep->mu by the
+ * thread driving the engine; its callbacks are in quic_glue.c. Application
+ * threads queue work under ep->mu and wake the progress thread through an
+ * eventfd. */
 #ifndef NX_RUNTIME_ENGINE_H
 #define NX_RUNTIME_ENGINE_H
 
@@ -18,13 +20,13 @@
 #include "core/common.h"
 #include "core/config.h"
 #include "core/frame.h"
+#include "transport/quic.h"
 #include "transport/udp.h"
 #include "proto/route.h"
 #include "runtime/work.h"
 
 typedef struct nx_ep nx_ep;
 typedef struct nx_peer nx_peer;
-typedef struct nx_qconn nx_qconn;
 typedef struct nx_txmsg nx_txmsg;
 typedef struct nx_rxstream nx_rxstream;
 typedef struct nx_msg nx_msg;
@@ -78,23 +80,16 @@ enum nx_peer_state { NX_PEER_INIT = 0, NX_PEER_CONNECTING, NX_PEER_UP, NX_PEER_D
 
 /* One outgoing message = one QUIC stream: header + payload, then FIN. */
 struct nx_txmsg {
-  nx_txmsg *next;
+  nx_qtx q;      /* what the QUIC link sees: header, iov, stream, progress */
+  nx_txmsg *next; /* the peer's txq/utxq while it waits for a stream */
   nx_txmsg *all_prev, *all_next; /* every live message of the endpoint */
   nx_ep *ep;
   nx_peer *peer;
-  int64_t sid;
-  uint8_t hdr[NX_FRAME_HDR_LEN];
-  nexar_iovec *iov;
-  size_t niov;
   nexar_iovec iov1;
-  void *owned;    /* eager copy or owned iov array */
-  uint64_t total; /* header + payload */
-  uint64_t sent;  /* handed to ngtcp2 */
-  uint64_t acked;
+  void *owned;        /* eager copy or owned iov array */
   nexar_request *req; /* completed at full ack (zero-copy sends); NULL if none */
   int cancel;         /* reset requested */
   int cancel_rc;      /* the result its request gets */
-  int in_queue;
   uint64_t eager_len; /* counted in peer->eager_queued (a user eager copy) */
 };
 
@@ -171,8 +166,8 @@ struct nx_peer {
   socklen_t addrlen;
   char addrstr[128];
   char host[64];
-  nx_qconn *qc;
-  nx_txmsg *txq_head, *txq_tail; /* messages with bytes to hand to ngtcp2 */
+  nx_qconn *qc;                  /* its QUIC connection while bound (quic_glue.c) */
+  nx_txmsg *txq_head, *txq_tail; /* messages waiting for a stream */
   /* user point-to-point messages wait apart, in their own order: runtime
    * messages get streams even while a receiver holds back user data */
   nx_txmsg *utxq_head, *utxq_tail;
@@ -227,10 +222,7 @@ struct nx_ep {
   nx_peer *peers;
   uint8_t cluster_id[16];
   gnutls_certificate_credentials_t creds;
-  /* connection-id table: fixed-size open addressing */
-  struct nx_cident *cids;
-  size_t ncids_cap;
-  nx_qconn *conns; /* all connections */
+  nx_quic *quic; /* the QUIC link: every connection (transport/quic.h) */
   /* matching */
   nx_msg *unexp_head, *unexp_tail;
   nx_recv *posted_head, *posted_tail;
@@ -261,23 +253,16 @@ struct nx_ep {
   nx_comm *comms;
   nexar_config cfg;
   uint64_t hb_interval_ns, hb_timeout_ns;
-  int cc_algo; /* QUIC congestion controller (NEXAR_QUIC_CC) */
   int wake_pending;
   int in_progress; /* a progress step is running (possibly in this call chain) */
   uint64_t sleep_until;
-  char auth_why[200];
-  uint64_t dropped_datagrams, dropped_logged_ns; /* garbage on the socket */
+  uint64_t dropped_datagrams; /* garbage on the lane socket (QUIC's: nx_quic_dropped) */
   /* deferred work (work.c): its own lock, taken after ep->mu when both are */
   pthread_mutex_t work_mu;
   nx_work *work_head, *work_tail;
   atomic_int work_n;
   nx_work *timers;
   _Atomic uint64_t timer_min;
-  uint64_t refused_hs, refused_logged_ns;        /* handshakes refused before any state (quic.c) */
-  uint8_t retry_secret[32];                      /* keys our QUIC Retry tokens */
-  int retry_secret_ok;
-  /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes
-                                                                 by itself (0: awake) */
 };
 
 /* ---- engine.c */
@@ -361,7 +346,8 @@ int nx_lane_deliver_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid);
 /* Drains the lane socket into matching. */
 void nx_lane_recv_locked(nx_ep *ep);
 
-/* ---- msg.c: stream <-> message plumbing, called from quic.c */
+/* ---- msg.c: stream <-> message plumbing, called through the QUIC link's
+ * callbacks (quic_glue.c) */
 void nx_rx_stream_open(nx_ep *ep, nx_peer *p, int64_t sid, nx_rxstream **out);
 /* credit_now: stream credit to return now; conn_held: bytes of data whose
  * connection credit is withheld (unexpected data over the budget). */

@@ -20,9 +20,9 @@ static int is_rndv_ctl(uint8_t kind) {
 /* ------------------------------------------------------------- outgoing */
 
 void nx_tx_acked(nx_ep *ep, nx_txmsg *m, uint64_t offset, uint64_t len) {
-  if (offset + len > m->acked) m->acked = offset + len;
-  if (m->req && m->acked > NX_FRAME_HDR_LEN) atomic_store(&m->req->progress_ns, nx_now_ns());
-  if (m->acked >= m->total && m->req) {
+  if (offset + len > m->q.acked) m->q.acked = offset + len;
+  if (m->req && m->q.acked > NX_FRAME_HDR_LEN) atomic_store(&m->req->progress_ns, nx_now_ns());
+  if (m->q.acked >= m->q.total && m->req) {
     nexar_request *r = m->req;
     m->req = NULL;
     r->tx = NULL;
