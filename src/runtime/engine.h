@@ -80,8 +80,8 @@ enum nx_peer_state { NX_PEER_INIT = 0, NX_PEER_CONNECTING, NX_PEER_UP, NX_PEER_D
 
 /* One outgoing message = one QUIC stream: header + payload, then FIN. */
 struct nx_txmsg {
-  nx_qtx q;      /* what the QUIC link sees: header, iov, stream, progress */
-  nx_txmsg *next; /* the peer's txq/utxq while it waits for a stream */
+  nx_qtx q;                      /* what the QUIC link sees: header, iov, stream, progress */
+  nx_txmsg *next;                /* the peer's txq/utxq while it waits for a stream */
   nx_txmsg *all_prev, *all_next; /* every live message of the endpoint */
   nx_ep *ep;
   nx_peer *peer;

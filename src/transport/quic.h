@@ -31,8 +31,10 @@
  * it is made under the engine's endpoint lock by the thread that drives the
  * engine at that moment (its progress thread, or an application thread that
  * waits or sends under the lock); callbacks run inside those calls, on that
- * thread, under that lock, and may call back into the link only through
- * nx_qconn_extend. */
+ * thread, under that lock. A callback may call nx_qconn_extend,
+ * nx_qconn_reset, nx_qconn_abandon and nx_qconn_unbind (a dead() callback
+ * typically abandons that very connection), but never re-enters
+ * nx_quic_on_datagram, nx_quic_service, nx_quic_close_all or nx_quic_del. */
 #ifndef NX_TRANSPORT_QUIC_H
 #define NX_TRANSPORT_QUIC_H
 
@@ -142,8 +144,8 @@ void nx_quic_del(nx_quic *q);
  * frees them after nx_quic_del) and the cluster id certificates must carry;
  * members: how many may dial us at once (handshakes in progress are bounded
  * by the larger of this and 16, and by 2 per source address). */
-void nx_quic_start(nx_quic *q, gnutls_certificate_credentials_t creds,
-                   const uint8_t cluster_id[16], uint32_t members);
+void nx_quic_start(nx_quic *q, gnutls_certificate_credentials_t creds, const uint8_t cluster_id[16],
+                   uint32_t members);
 /* A client connection to the member rank at addr (name: its address as
  * text, for messages), bound to peer: 0, NEXAR_ERR_NOMEM, or NEXAR_ERR_TLS
  * (no connection could be made; nexar_last_error says why). */

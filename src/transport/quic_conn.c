@@ -120,8 +120,8 @@ static int cb_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t sid, u
   if (len > held) ngtcp2_conn_extend_max_offset(conn, len - held);
   if (rc) {
     snprintf(qc->proto_err, sizeof qc->proto_err, "%s", nexar_last_error());
-    NX_WARN("closing the connection to rank %u: stream %lld: %s", qc->expect_rank,
-            (long long)sid, qc->proto_err);
+    NX_WARN("closing the connection to rank %u: stream %lld: %s", qc->expect_rank, (long long)sid,
+            qc->proto_err);
     return NGTCP2_ERR_CALLBACK_FAILURE;
   }
   if (credit) ngtcp2_conn_extend_max_stream_offset(conn, sid, credit);
@@ -522,8 +522,8 @@ int nx_quic_new(nx_quic **out, const nx_quic_cfg *cfg, const nx_quic_cbs *cbs, v
   return 0;
 }
 
-void nx_quic_start(nx_quic *q, gnutls_certificate_credentials_t creds,
-                   const uint8_t cluster_id[16], uint32_t members) {
+void nx_quic_start(nx_quic *q, gnutls_certificate_credentials_t creds, const uint8_t cluster_id[16],
+                   uint32_t members) {
   memcpy(q->cluster_id, cluster_id, 16);
   q->members = members;
   q->creds = creds;

@@ -44,8 +44,8 @@ struct nx_quic {
   void *user;
   gnutls_certificate_credentials_t creds; /* NULL until nx_quic_start */
   uint8_t cluster_id[16];
-  uint32_t members;  /* nx_quic_start: bounds pending handshakes */
-  nx_qconn *conns; /* all connections */
+  uint32_t members; /* nx_quic_start: bounds pending handshakes */
+  nx_qconn *conns;  /* all connections */
   /* connection-id table: every id of every connection, unordered */
   struct nx_cident *cids;
   size_t ncids_cap;
@@ -59,8 +59,8 @@ struct nx_quic {
 struct nx_qconn {
   nx_qconn *next;
   nx_quic *q;
-  void *peer; /* the engine's handle; NULL until bound (a server: admit) */
-  int bound;  /* the engine holds this connection as its peer's */
+  void *peer;  /* the engine's handle; NULL until bound (a server: admit) */
+  int bound;   /* the engine holds this connection as its peer's */
   int hs_done; /* handshake completed */
   ngtcp2_conn *conn;
   gnutls_session_t tls;
