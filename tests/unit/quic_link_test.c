@@ -247,6 +247,10 @@ static int delivered(void *a) {
   rx *r = &B.streams[0];
   return B.nstreams && r->fin && r->closed && A.done == 1 && ((nx_qtx *)a)->acked >= 1;
 }
+static int refused(void *a) {
+  (void)a;
+  return nx_quic_auth_why(B.q)[0] != 0;
+}
 static int b_dead(void *a) {
   (void)a;
   return B.dead > 0;
@@ -302,7 +306,7 @@ int main(void) {
   CHECK(nx_quic_dial(C.q, &C.peer_handle, 1, (const struct sockaddr *)&B.udp.local, B.udp.locallen,
                      "B", &qc) == 0,
         "dial from C");
-  pump(all, 3, 300, NULL, NULL);
+  pump(all, 3, 5000, refused, NULL);
   CHECK(B.up == 1 && B.admitted == 1, "a refused rank was admitted (C up %d, B up %d, admitted %d)",
         C.up, B.up, B.admitted);
   CHECK(strstr(nx_quic_auth_why(B.q), "not rank 2"), "refusal recorded: '%s'",
