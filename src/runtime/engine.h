@@ -166,8 +166,8 @@ struct nx_peer {
   socklen_t addrlen;
   char addrstr[128];
   char host[64];
-  nx_qconn *qc;                  /* its QUIC connection while bound (quic_glue.c) */
-  nx_txmsg *txq_head, *txq_tail; /* messages waiting for a stream */
+  nx_qconn *qc;
+  nx_txmsg *txq_head, *txq_tail; /* messages with bytes to hand to ngtcp2 */
   /* user point-to-point messages wait apart, in their own order: runtime
    * messages get streams even while a receiver holds back user data */
   nx_txmsg *utxq_head, *utxq_tail;
