@@ -38,6 +38,7 @@ static inline nx_ep *make_endpoint(void) {
   pthread_cond_init(&ep->cv, NULL);
   ep->world = 2;
   ep->rank = 0;
+  ep->route = (nx_route){.world = 2, .me = 0};
   ep->lane_fd = ep->bulk_lfd = -1;
   ep->in_progress = 1; /* no sockets: replies stay queued */
   ep->unexp_budget = NX_UNEXP_BUDGET;

@@ -11,7 +11,8 @@
 
 #include "fuzz_ep.h"
 #include "quic_initial.h"
-#include "transport/quic.h"
+#include "runtime/quic_glue.h"
+#include "transport/quic_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -28,6 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nx_ep *ep = make_endpoint();
   if (!ep) return 0;
   ep->rank = 1;
+  ep->route.me = 1;
   ep->peers[0].rank = 0;
   ep->peers[0].state = NX_PEER_CONNECTING;
   ep->peers[1].state = NX_PEER_INIT;
@@ -39,8 +41,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ep->udp.fd = -1; /* sends fail quietly */
   ep->creds = creds;
   ep->hb_timeout_ns = 5000000000ull;
-  memset(ep->retry_secret, 7, sizeof ep->retry_secret);
-  ep->retry_secret_ok = 1;
+  if (nx_quic_glue_new(ep)) {
+    ep->creds = NULL;
+    drop_endpoint(ep);
+    return 0;
+  }
+  nx_quic *q = ep->quic;
+  nx_quic_start(q, creds, ep->cluster_id, ep->world);
+  memset(q->retry_secret, 7, sizeof q->retry_secret);
+  q->retry_secret_ok = 1;
   const struct sockaddr *from =
       (const struct sockaddr *)(data[0] & 1 ? (void *)&member : (void *)&stranger);
   const uint8_t *d = data + 1;
@@ -54,10 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     memset(odcid.data, 1, 8);
     uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], pkt[1500];
     ngtcp2_ssize tl = ngtcp2_crypto_generate_retry_token(
-        token, ep->retry_secret, sizeof ep->retry_secret, NGTCP2_PROTO_VER_V1,
+        token, q->retry_secret, sizeof q->retry_secret, NGTCP2_PROTO_VER_V1,
         (const ngtcp2_sockaddr *)from, sizeof member, &dcid, &odcid, now_ns());
     size_t pl = tl > 0 ? make_initial(creds, &self, token, (size_t)tl, &dcid, pkt, 1200) : 0;
-    if (pl) nx_quic_on_datagram(ep, from, sizeof member, pkt, pl);
+    if (pl) nx_quic_on_datagram(q, from, sizeof member, pkt, pl);
     d += 18;
     n -= 18;
   }
@@ -67,15 +76,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static uint8_t buf[65536];
     if (l > sizeof buf) l = sizeof buf;
     memcpy(buf, d, l); /* ngtcp2 may decrypt in place */
-    nx_quic_on_datagram(ep, from, sizeof member, buf, l);
+    nx_quic_on_datagram(q, from, sizeof member, buf, l);
     if (!sep) break;
     n -= (size_t)(sep - d) + 2;
     d = sep + 2;
   }
-  nx_quic_service(ep, nx_now_ns());
-  nx_quic_close_all(ep);
+  nx_quic_service(q, nx_now_ns());
+  nx_quic_del(q);
+  ep->quic = NULL;
   pthread_mutex_unlock(&ep->mu);
-  free(ep->cids);
   ep->creds = NULL;
   drop_endpoint(ep);
   return 0;

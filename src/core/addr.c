@@ -198,3 +198,26 @@ void nx_sockaddr_unmap_v4(struct sockaddr_storage *ss, socklen_t *len) {
   memcpy(ss, &v4, sizeof v4);
   *len = sizeof v4;
 }
+
+int nx_sockaddr_same(const struct sockaddr *a, const struct sockaddr *b) {
+  static const uint8_t v4map[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  const struct sockaddr *s[2] = {a, b};
+  const uint8_t *ip[2];
+  size_t len[2];
+  uint16_t port[2];
+  for (int i = 0; i < 2; i++) {
+    if (s[i]->sa_family == AF_INET) {
+      const struct sockaddr_in *v = (const struct sockaddr_in *)s[i];
+      ip[i] = (const uint8_t *)&v->sin_addr, len[i] = 4, port[i] = v->sin_port;
+    } else if (s[i]->sa_family == AF_INET6) {
+      const struct sockaddr_in6 *v = (const struct sockaddr_in6 *)s[i];
+      ip[i] = v->sin6_addr.s6_addr, len[i] = 16, port[i] = v->sin6_port;
+      if (!memcmp(ip[i], v4map, 12)) ip[i] += 12, len[i] = 4;
+    } else {
+      return 0;
+    }
+  }
+  if (port[0] != port[1]) return 0;
+  if (len[0] != len[1]) return 2;
+  return !memcmp(ip[0], ip[1], len[0]);
+}

@@ -40,5 +40,10 @@ void nx_sockaddr_set_port(struct sockaddr *sa, uint16_t port);
 void nx_sockaddr_map_v4(struct sockaddr_storage *ss, socklen_t *len);
 /* The reverse: an IPv4-mapped AF_INET6 address becomes AF_INET. */
 void nx_sockaddr_unmap_v4(struct sockaddr_storage *ss, socklen_t *len);
+/* 1: same IP address and port (IPv4, IPv6, IPv4-mapped IPv6); 2: same port,
+ * the other family (a dual-stack member of a mixed IPv4/IPv6 world reaches
+ * the other family from its port but not from the address it advertised);
+ * else 0 (also for a family other than AF_INET/AF_INET6). */
+int nx_sockaddr_same(const struct sockaddr *a, const struct sockaddr *b);
 
 #endif

@@ -53,6 +53,11 @@ int nx_ct_equal(const void *a, const void *b, size_t len);
 /* Allocation that never returns NULL silently: callers check and map to NOMEM. */
 void *nx_calloc(size_t n, size_t size);
 char *nx_strdup(const char *s);
+/* realloc for tables whose growth failure must surface as NEXAR_ERR_NOMEM
+ * (the receive order, the QUIC connection-id table); tests set
+ * nx_realloc_fail_at = n to make the n-th call from now fail. */
+void *nx_realloc(void *p, size_t n);
+extern int nx_realloc_fail_at;
 
 /* Splits "host:port", "[v6]:port" into host and port; 0 or INVALID_ARGUMENT.
  * nx_addr_split (core/addr.h) with the field named in its error sentence. */

@@ -41,3 +41,10 @@ void *nx_calloc(size_t n, size_t size) {
 char *nx_strdup(const char *s) {
   return s ? strdup(s) : NULL;
 }
+
+int nx_realloc_fail_at;
+
+void *nx_realloc(void *p, size_t n) {
+  if (nx_realloc_fail_at > 0 && --nx_realloc_fail_at == 0) return NULL;
+  return realloc(p, n);
+}

@@ -16,9 +16,9 @@
 #include "core/addr.h"
 #include "core/config.h"
 #include "runtime/comm.h"
+#include "runtime/quic_glue.h"
 #include "runtime/request.h"
 #include "runtime/rndv.h"
-#include "transport/quic.h"
 
 static void *progress_main(void *arg);
 static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iovec *iov,
@@ -57,7 +57,7 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   /* environment-only knobs, parsed and bounded by the table (core/knobs.c) */
   if ((rc = nx_knobs_from_env(&ep->knobs)) || (rc = nx_random(ep->shm_cookie, 16))) goto fail;
   const nx_knobs *k = &ep->knobs;
-  if ((rc = nx_quic_cc_by_name(k->quic_cc, &ep->cc_algo))) goto fail;
+  if ((rc = nx_quic_glue_new(ep))) goto fail;
   ep->ncpu = (int)sysconf(_SC_NPROCESSORS_ONLN);
   ep->spin_override = k->spin_us == NX_KNOB_AUTO ? -1 : (long)k->spin_us;
   ep->yield_ns = k->yield_us == NX_KNOB_AUTO ? NX_YIELD_NS : (uint64_t)k->yield_us * 1000ull;
@@ -95,6 +95,7 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
   *out = ep;
   return 0;
 fail:
+  nx_quic_del(ep->quic);
   nx_udp_close(&ep->udp);
   nx_lane_close(ep);
   if (ep->epfd >= 0) close(ep->epfd);
@@ -203,6 +204,7 @@ int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_
   ep->route = (nx_route){.world = world, .me = rank};
   memcpy(ep->cluster_id, cluster_id, 16);
   ep->creds = creds;
+  nx_quic_start(ep->quic, creds, cluster_id, world);
   nx_log_set_rank(rank);
   int brc = nx_bulk_start(ep);
   if (brc) return brc;
@@ -249,11 +251,12 @@ int nx_ep_connect_mesh(nx_ep *ep, uint64_t deadline_ns) {
     if (missing == UINT32_MAX) break;
     uint64_t now = nx_now_ns();
     if (deadline_ns && now >= deadline_ns) {
-      rc = ep->auth_why[0]
+      rc = nx_quic_auth_why(ep->quic)[0]
                ? nx_fail(NEXAR_ERR_AUTH,
                          "forming the mesh: rank %u: no connection with rank %u "
                          "at %s: %s",
-                         ep->rank, missing, ep->peers[missing].addrstr, ep->auth_why)
+                         ep->rank, missing, ep->peers[missing].addrstr,
+                         nx_quic_auth_why(ep->quic))
                : nx_fail(NEXAR_ERR_TIMEOUT,
                          "forming the mesh: rank %u: no authenticated connection with rank %u "
                          "at %s",
@@ -351,9 +354,11 @@ static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iov
   if (!m) return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", dest);
   m->ep = ep;
   m->peer = p;
-  m->sid = -1;
-  nx_frame_encode(fr, m->hdr);
-  m->total = NX_FRAME_HDR_LEN + len;
+  m->q.sid = -1;
+  nx_frame_encode(fr, m->q.hdr);
+  m->q.total = NX_FRAME_HDR_LEN + len;
+  /* user data a receiver may hold over its budget (descriptors are not held) */
+  m->q.holdable = fr->kind == NX_KIND_P2P && !(fr->flags & NX_FLAG_RNDV);
   int eager = req == NULL;
   if (eager) {
     if (len) {
@@ -371,8 +376,8 @@ static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iov
     }
     m->iov1.base = m->owned;
     m->iov1.len = (size_t)len;
-    m->iov = &m->iov1;
-    m->niov = 1;
+    m->q.iov = &m->iov1;
+    m->q.niov = 1;
   } else {
     m->owned = malloc(niov * sizeof *iov);
     if (!m->owned) {
@@ -380,8 +385,8 @@ static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iov
       return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", dest);
     }
     memcpy(m->owned, iov, niov * sizeof *iov);
-    m->iov = m->owned;
-    m->niov = niov;
+    m->q.iov = m->owned;
+    m->q.niov = niov;
     m->req = req;
     req->tx = m;
   }
@@ -420,9 +425,9 @@ void nx_tx_cancel_locked(nx_ep *ep, nx_txmsg *m, int rc) {
   m->cancel = 1;
   m->cancel_rc = rc;
   nx_peer *p = m->peer;
-  if (m->sid < 0) { /* still queued: nothing was handed to ngtcp2 */
+  if (m->q.sid < 0) { /* still queued: nothing was handed to the link */
     nx_txmsg *prev = NULL;
-    int user = m->hdr[3] == NX_KIND_P2P;
+    int user = m->q.hdr[3] == NX_KIND_P2P;
     nx_txmsg **qh = user ? &p->utxq_head : &p->txq_head, **qt = user ? &p->utxq_tail : &p->txq_tail;
     for (nx_txmsg *x = *qh; x; prev = x, x = x->next) {
       if (x != m) continue;
@@ -433,12 +438,12 @@ void nx_tx_cancel_locked(nx_ep *ep, nx_txmsg *m, int rc) {
       if (*qt == x) *qt = prev;
       break;
     }
-    m->acked = m->total;
+    m->q.acked = m->q.total;
     nx_tx_acked(ep, m, 0, 0);
     nx_tx_free(m);
     return;
   }
-  nx_qconn_reset(p->qc, m);
+  nx_qconn_reset(p->qc, &m->q);
   nx_ep_wake(ep);
 }
 
@@ -531,9 +536,8 @@ void nx_peer_departed_locked(nx_ep *ep, nx_peer *p) {
   p->dead_code = NEXAR_ERR_PEER_LOST;
   snprintf(p->why, sizeof p->why, "it has left (closed its endpoint)");
   NX_DEBUG("rank %u (%s) left", p->rank, p->addrstr);
-  nx_qconn_abandon(p->qc, NULL);
+  nx_quic_glue_drop(ep, p, NULL);
   drop_peer_traffic(ep, p, p->why);
-  p->qc = NULL;
   pthread_cond_broadcast(&ep->cv);
 }
 
@@ -544,9 +548,8 @@ void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) {
   p->dead_code = code;
   snprintf(p->why, sizeof p->why, "%s", why);
   NX_WARN("rank %u (%s) is dead: %s", p->rank, p->addrstr, why);
-  nx_qconn_abandon(p->qc, why);
+  nx_quic_glue_drop(ep, p, why); /* the connection is freed by the next service pass */
   drop_peer_traffic(ep, p, why);
-  p->qc = NULL; /* the connection is freed by the next service pass */
   for (nx_comm *c = ep->comms; c; c = c->next)
     nx_comm_peer_dead_locked(c, p->rank, why);
   pthread_cond_broadcast(&ep->cv);
@@ -556,7 +559,7 @@ void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) {
 
 static void on_dgram(void *ud, const struct sockaddr *from, socklen_t fromlen, uint8_t *pkt,
                      size_t len) {
-  nx_quic_on_datagram(ud, from, fromlen, pkt, len);
+  nx_quic_on_datagram(((nx_ep *)ud)->quic, from, fromlen, pkt, len);
 }
 
 static uint64_t heartbeats(nx_ep *ep, uint64_t now) {
@@ -604,7 +607,7 @@ uint64_t nx_ep_progress2_locked(nx_ep *ep, int do_recv) {
   uint64_t now = nx_now_ns();
   nx_ep_credit_flush(ep);
   uint64_t next = heartbeats(ep, now);
-  uint64_t q = nx_quic_service(ep, now);
+  uint64_t q = nx_quic_service(ep->quic, now);
   if (q < next) next = q;
   uint64_t d = nx_udp_flush_delayed(&ep->udp, now);
   ep->in_progress = 0;
@@ -623,7 +626,7 @@ static void *progress_main(void *arg) {
       for (uint32_t j = 0; j < ep->world; j++) {
         if (!nx_route_dials(&ep->route, ep->rank, j) || ep->peers[j].state != NX_PEER_INIT)
           continue;
-        int rc = nx_qconn_client_new(ep, &ep->peers[j]);
+        int rc = nx_quic_glue_dial(ep, &ep->peers[j]);
         if (rc) nx_peer_dead_locked(ep, &ep->peers[j], NEXAR_ERR_PEER_LOST, nexar_last_error());
       }
     }
@@ -713,7 +716,7 @@ void nx_ep_unref(nx_ep *ep) {
   while (nx_ep_run_deferred(ep) > 0) {
   }
   pthread_mutex_lock(&ep->mu);
-  nx_quic_close_all(ep);
+  nx_quic_close_all(ep->quic);
   while (ep->tx_all)
     nx_tx_free(ep->tx_all);
   while (ep->rx_all) {
@@ -730,6 +733,7 @@ void nx_ep_unref(nx_ep *ep) {
       nx_msg_free(ep, m);
     }
     free(p->rx_skip);
+    p->qc = NULL; /* freed by nx_quic_close_all */
   }
   while (ep->unexp_head) {
     nx_msg *m = ep->unexp_head;
@@ -753,7 +757,7 @@ void nx_ep_unref(nx_ep *ep) {
   close(ep->wfd);
   close(ep->evfd);
   if (ep->creds) gnutls_certificate_free_credentials(ep->creds);
-  free(ep->cids);
+  nx_quic_del(ep->quic);
   free(ep->peers);
   nx_config_release(&ep->cfg);
   pthread_mutex_destroy(&ep->mu);

@@ -3,9 +3,11 @@
  *
  * Locking: ep->mu protects everything in this header. The progress thread
  * holds it while it works and drops it only to sleep in epoll_wait, so
- * application threads that take ep->mu see a consistent state. Only the
- * progress thread calls into transport/quic.c (ngtcp2 is not thread-safe);
- * application threads queue work under ep->mu and wake it through an eventfd. */
+ * application threads that take ep->mu see a consistent state. The QUIC link
+ * (transport/quic.h, not thread-safe) is called only under ep->mu by the
+ * thread driving the engine; its callbacks are in quic_glue.c. Application
+ * threads queue work under ep->mu and wake the progress thread through an
+ * eventfd. */
 #ifndef NX_RUNTIME_ENGINE_H
 #define NX_RUNTIME_ENGINE_H
 
@@ -18,13 +20,13 @@
 #include "core/common.h"
 #include "core/config.h"
 #include "core/frame.h"
+#include "transport/quic.h"
 #include "transport/udp.h"
 #include "proto/route.h"
 #include "runtime/work.h"
 
 typedef struct nx_ep nx_ep;
 typedef struct nx_peer nx_peer;
-typedef struct nx_qconn nx_qconn;
 typedef struct nx_txmsg nx_txmsg;
 typedef struct nx_rxstream nx_rxstream;
 typedef struct nx_msg nx_msg;
@@ -78,23 +80,16 @@ enum nx_peer_state { NX_PEER_INIT = 0, NX_PEER_CONNECTING, NX_PEER_UP, NX_PEER_D
 
 /* One outgoing message = one QUIC stream: header + payload, then FIN. */
 struct nx_txmsg {
-  nx_txmsg *next;
+  nx_qtx q;                      /* what the QUIC link sees: header, iov, stream, progress */
+  nx_txmsg *next;                /* the peer's txq/utxq while it waits for a stream */
   nx_txmsg *all_prev, *all_next; /* every live message of the endpoint */
   nx_ep *ep;
   nx_peer *peer;
-  int64_t sid;
-  uint8_t hdr[NX_FRAME_HDR_LEN];
-  nexar_iovec *iov;
-  size_t niov;
   nexar_iovec iov1;
-  void *owned;    /* eager copy or owned iov array */
-  uint64_t total; /* header + payload */
-  uint64_t sent;  /* handed to ngtcp2 */
-  uint64_t acked;
+  void *owned;        /* eager copy or owned iov array */
   nexar_request *req; /* completed at full ack (zero-copy sends); NULL if none */
   int cancel;         /* reset requested */
   int cancel_rc;      /* the result its request gets */
-  int in_queue;
   uint64_t eager_len; /* counted in peer->eager_queued (a user eager copy) */
 };
 
@@ -227,10 +222,7 @@ struct nx_ep {
   nx_peer *peers;
   uint8_t cluster_id[16];
   gnutls_certificate_credentials_t creds;
-  /* connection-id table: fixed-size open addressing */
-  struct nx_cident *cids;
-  size_t ncids_cap;
-  nx_qconn *conns; /* all connections */
+  nx_quic *quic; /* the QUIC link: every connection (transport/quic.h) */
   /* matching */
   nx_msg *unexp_head, *unexp_tail;
   nx_recv *posted_head, *posted_tail;
@@ -261,31 +253,24 @@ struct nx_ep {
   nx_comm *comms;
   nexar_config cfg;
   uint64_t hb_interval_ns, hb_timeout_ns;
-  int cc_algo; /* QUIC congestion controller (NEXAR_QUIC_CC) */
   int wake_pending;
   int in_progress; /* a progress step is running (possibly in this call chain) */
   uint64_t sleep_until;
-  char auth_why[200];
-  uint64_t dropped_datagrams, dropped_logged_ns; /* garbage on the socket */
+  uint64_t dropped_datagrams; /* garbage on the lane socket (QUIC's: nx_quic_dropped) */
   /* deferred work (work.c): its own lock, taken after ep->mu when both are */
   pthread_mutex_t work_mu;
   nx_work *work_head, *work_tail;
   atomic_int work_n;
   nx_work *timers;
   _Atomic uint64_t timer_min;
-  uint64_t refused_hs, refused_logged_ns;        /* handshakes refused before any state (quic.c) */
-  uint8_t retry_secret[32];                      /* keys our QUIC Retry tokens */
   /* recovery (comm.c, agreement.c), under ep->mu */
-  nx_work agr_timer;       /* drives the agreements of every communicator */
-  uint64_t agr_due;        /* when agr_timer is armed for (UINT64_MAX: not) */
+  nx_work agr_timer;        /* drives the agreements of every communicator */
+  uint64_t agr_due;         /* when agr_timer is armed for (UINT64_MAX: not) */
   uint64_t revoked_ids[32]; /* revoked comms not created here yet: born revoked */
   unsigned nrevoked_ids;
-  uint32_t agr_exit_sent;   /* NEXAR_TEST_AGREE_EXIT: messages of the hooked type sent */
-  int agr_frozen;           /* ...the hook fired: the process exits soon */
+  uint32_t agr_exit_sent; /* NEXAR_TEST_AGREE_EXIT: messages of the hooked type sent */
+  int agr_frozen;         /* ...the hook fired: the process exits soon */
   nx_work agr_exit;
-  int retry_secret_ok;
-  /* the last mesh certificate refusal, for error messages */ /* when the progress thread wakes
-                                                                 by itself (0: awake) */
 };
 
 /* ---- engine.c */
@@ -369,7 +354,8 @@ int nx_lane_deliver_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid);
 /* Drains the lane socket into matching. */
 void nx_lane_recv_locked(nx_ep *ep);
 
-/* ---- msg.c: stream <-> message plumbing, called from quic.c */
+/* ---- msg.c: stream <-> message plumbing, called through the QUIC link's
+ * callbacks (quic_glue.c) */
 void nx_rx_stream_open(nx_ep *ep, nx_peer *p, int64_t sid, nx_rxstream **out);
 /* credit_now: stream credit to return now; conn_held: bytes of data whose
  * connection credit is withheld (unexpected data over the budget). */
@@ -380,10 +366,6 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
 int nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs);
 /* Takes rs off the credit list (before it is freed). */
 void nx_rx_stream_uncredit(nx_ep *ep, nx_rxstream *rs);
-/* realloc for the receive and connection-id tables; tests set
- * nx_realloc_fail_at = n to make the n-th call from now fail. */
-void *nx_realloc(void *p, size_t n);
-extern int nx_realloc_fail_at;
 void nx_tx_acked(nx_ep *ep, nx_txmsg *m, uint64_t offset, uint64_t len);
 void nx_tx_free(nx_txmsg *m);
 /* Returns held credit that application threads released (progress thread). */

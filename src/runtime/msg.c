@@ -21,9 +21,9 @@ static int is_rndv_ctl(uint8_t kind) {
 /* ------------------------------------------------------------- outgoing */
 
 void nx_tx_acked(nx_ep *ep, nx_txmsg *m, uint64_t offset, uint64_t len) {
-  if (offset + len > m->acked) m->acked = offset + len;
-  if (m->req && m->acked > NX_FRAME_HDR_LEN) atomic_store(&m->req->progress_ns, nx_now_ns());
-  if (m->acked >= m->total && m->req) {
+  if (offset + len > m->q.acked) m->q.acked = offset + len;
+  if (m->req && m->q.acked > NX_FRAME_HDR_LEN) atomic_store(&m->req->progress_ns, nx_now_ns());
+  if (m->q.acked >= m->q.total && m->req) {
     nexar_request *r = m->req;
     m->req = NULL;
     r->tx = NULL;
@@ -249,13 +249,6 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
     if (m->ordered) msg_finish(ep, m);
   }
   return 0;
-}
-
-int nx_realloc_fail_at;
-
-void *nx_realloc(void *p, size_t n) {
-  if (nx_realloc_fail_at > 0 && --nx_realloc_fail_at == 0) return NULL;
-  return realloc(p, n);
 }
 
 void nx_rx_stream_uncredit(nx_ep *ep, nx_rxstream *rs) {

@@ -9,13 +9,15 @@
 
 #include "transport/quic_int.h"
 
-static void conn_failed(nx_ep *ep, nx_qconn *qc, int code, const char *why) {
+/* The connection stops; a bound one reports it (the engine lets go of it,
+ * and the next service pass frees it). */
+static void conn_failed(nx_qconn *qc, int code, const char *why) {
   qc->dead = 1;
-  if (qc->peer && qc->peer->qc == qc) nx_peer_dead_locked(ep, qc->peer, code, why);
+  if (qc->bound) qc->q->cbs.dead(qc->q->user, qc->peer, code, why);
 }
 
 /* Writes one CONNECTION_CLOSE packet straight to the socket. */
-static void write_close(nx_ep *ep, nx_qconn *qc, const ngtcp2_connection_close_error *ce) {
+static void write_close(nx_qconn *qc, const ngtcp2_connection_close_error *ce) {
   ngtcp2_path_storage ps;
   ngtcp2_path_storage_zero(&ps);
   uint8_t buf[1500];
@@ -23,29 +25,29 @@ static void write_close(nx_ep *ep, nx_qconn *qc, const ngtcp2_connection_close_e
                                                       nx_now_ns());
   if (n > 0) {
     size_t l = (size_t)n;
-    nx_udp_send(&ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, buf, &l, 1);
+    nx_udp_send(qc->q->cfg.udp, (struct sockaddr *)&qc->remote, qc->remotelen, buf, &l, 1);
   }
 }
 
-void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen, uint8_t *pkt,
+void nx_quic_on_datagram(nx_quic *q, const struct sockaddr *from, socklen_t fromlen, uint8_t *pkt,
                          size_t len) {
   ngtcp2_version_cid vc;
   nx_qconn *qc = NULL;
   int answered = 0;     /* a Retry went back: not garbage */
   if (len == 0) return; /* ngtcp2 0.12 asserts on an empty datagram */
   if (ngtcp2_pkt_decode_version_cid(&vc, pkt, len, NX_SCID_LEN) != 0 ||
-      (!(qc = nx_qc_cid_find(ep, vc.dcid, vc.dcidlen)) &&
-       !(qc = nx_qc_accept(ep, from, fromlen, pkt, len, &answered)))) {
+      (!(qc = nx_qc_cid_find(q, vc.dcid, vc.dcidlen)) &&
+       !(qc = nx_qc_accept(q, from, fromlen, pkt, len, &answered)))) {
     if (answered) return;
     /* not QUIC, or not for a connection of ours: dropped, and reported (at
      * most once a second, so a flood cannot flood the log too) */
-    ep->dropped_datagrams++;
+    q->dropped++;
     uint64_t now = nx_now_ns();
-    if (now - ep->dropped_logged_ns > 1000000000ull) {
-      ep->dropped_logged_ns = now;
+    if (now - q->dropped_logged_ns > 1000000000ull) {
+      q->dropped_logged_ns = now;
       NX_WARN("dropped %llu datagram(s) that are not QUIC packets of this cluster (last: %zu "
               "bytes)",
-              (unsigned long long)ep->dropped_datagrams, len);
+              (unsigned long long)q->dropped, len);
     }
     return;
   }
@@ -59,9 +61,7 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
    * data, as ngtcp2's own "ACK every second ack-eliciting packet" rule does */
   if (len > 64) qc->rx_since_write++;
   qc->rx_bytes_since_write += len;
-  if (qc->peer) {
-    qc->peer->last_heard_ns = nx_now_ns();
-  }
+  if (qc->bound) q->cbs.heard(q->user, qc->peer, nx_now_ns());
   if (rv != 0) {
     char why[200];
     int code = NEXAR_ERR_PEER_LOST;
@@ -70,9 +70,9 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
       ngtcp2_conn_get_connection_close_error(qc->conn, &ce);
       int n = (int)NX_MIN(ce.reasonlen, 120);
       if (ce.type == NGTCP2_CONNECTION_CLOSE_ERROR_CODE_TYPE_APPLICATION &&
-          ce.error_code == NX_APP_GOODBYE && qc->peer && qc->peer->qc == qc) {
+          ce.error_code == NX_APP_GOODBYE && qc->bound) {
         qc->dead = 1; /* it left after delivering everything: a departure, not a failure */
-        nx_peer_departed_locked(ep, qc->peer);
+        q->cbs.departed(q->user, qc->peer);
         return;
       }
       snprintf(why, sizeof why, "it closed the connection%s%.*s", n ? ": " : "", n,
@@ -85,14 +85,14 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
       snprintf(why, sizeof why, "protocol violation: %s", qc->proto_err);
     } else if (rv == NGTCP2_ERR_CRYPTO || rv == NGTCP2_ERR_CALLBACK_FAILURE) {
       snprintf(why, sizeof why, "handshake failed: %s",
-               ep->auth_why[0] ? ep->auth_why : ngtcp2_strerror(rv));
-      if (qc->peer && qc->peer->state != NX_PEER_UP) code = NEXAR_ERR_AUTH;
+               q->auth_why[0] ? q->auth_why : ngtcp2_strerror(rv));
+      if (qc->bound && !qc->hs_done) code = NEXAR_ERR_AUTH;
     } else {
       snprintf(why, sizeof why, "QUIC error: %s", ngtcp2_strerror(rv));
     }
-    if (!qc->peer || qc->peer->qc != qc) { /* never authenticated: drop quietly */
-      nx_qc_refused(ep, why, from);
-      nx_qconn_free(ep, qc);
+    if (!qc->bound) { /* never authenticated (or replaced): drop quietly */
+      nx_qc_refused(q, why, from);
+      nx_qc_free(qc);
       return;
     }
     if (rv != NGTCP2_ERR_DRAINING && rv != NGTCP2_ERR_CLOSING) {
@@ -100,9 +100,9 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
       ngtcp2_connection_close_error ce;
       ngtcp2_connection_close_error_set_transport_error_liberr(&ce, rv, (uint8_t *)why,
                                                                strlen(why));
-      write_close(ep, qc, &ce);
+      write_close(qc, &ce);
     }
-    conn_failed(ep, qc, code, why);
+    conn_failed(qc, code, why);
     return;
   }
   memcpy(&qc->remote, from, fromlen);
@@ -111,7 +111,7 @@ void nx_quic_on_datagram(nx_ep *ep, const struct sockaddr *from, socklen_t froml
 
 /* ------------------------------------------------------------- writing */
 
-static void act_push(nx_qconn *qc, nx_txmsg *m) {
+static void act_push(nx_qconn *qc, nx_qtx *m) {
   m->next = NULL;
   m->in_queue = 1;
   if (qc->act_tail)
@@ -121,8 +121,8 @@ static void act_push(nx_qconn *qc, nx_txmsg *m) {
   qc->act_tail = m;
 }
 
-static nx_txmsg *act_pop(nx_qconn *qc) {
-  nx_txmsg *m = qc->act_head;
+static nx_qtx *act_pop(nx_qconn *qc) {
+  nx_qtx *m = qc->act_head;
   if (!m) return NULL;
   qc->act_head = m->next;
   if (!qc->act_head) qc->act_tail = NULL;
@@ -131,20 +131,20 @@ static nx_txmsg *act_pop(nx_qconn *qc) {
   return m;
 }
 
-void nx_qconn_reset(nx_qconn *qc, nx_txmsg *m) {
+void nx_qconn_reset(nx_qconn *qc, nx_qtx *m) {
   if (!qc || qc->dead) return;
   if (qc->nresets == qc->capresets) {
     size_t nc = qc->capresets ? qc->capresets * 2 : 8;
-    nx_txmsg **a = realloc(qc->resets, nc * sizeof *a);
+    nx_qtx **a = realloc(qc->resets, nc * sizeof *a);
     if (!a) return; /* the send then completes at its final ack or when the peer dies */
     qc->resets = a, qc->capresets = nc;
   }
   qc->resets[qc->nresets++] = m;
 }
 
-static void act_remove(nx_qconn *qc, nx_txmsg *m) {
-  nx_txmsg *prev = NULL;
-  for (nx_txmsg *x = qc->act_head; x; prev = x, x = x->next) {
+static void act_remove(nx_qconn *qc, nx_qtx *m) {
+  nx_qtx *prev = NULL;
+  for (nx_qtx *x = qc->act_head; x; prev = x, x = x->next) {
     if (x != m) continue;
     if (prev)
       prev->next = x->next;
@@ -157,42 +157,28 @@ static void act_remove(nx_qconn *qc, nx_txmsg *m) {
   }
 }
 
-/* Opens streams for the messages of one queue, in order: stream ids give the
- * receiver the send order (non-overtaking per source and tag). User messages
- * leave NX_CONN_RESERVE bytes of connection credit and NX_STREAM_RESERVE
- * streams to runtime messages, which thus pass a receiver that holds user
- * data over its budget. */
-static void open_queue(nx_qconn *qc, nx_txmsg **head, nx_txmsg **tail, int user) {
-  while (*head) {
-    nx_txmsg *m = *head;
-    if (m->cancel) {
-      *head = m->next;
-      if (!*head) *tail = NULL;
-      m->acked = m->total;
-      nx_tx_acked(qc->ep, m, 0, 0);
-      nx_tx_free(m);
-      continue;
-    }
-    if (user && (ngtcp2_conn_get_max_data_left(qc->conn) < NX_CONN_RESERVE ||
-                 ngtcp2_conn_get_streams_bidi_left(qc->conn) <= NX_STREAM_RESERVE))
-      break;
+/* Opens streams for the messages the engine hands over, in its order:
+ * stream ids give the receiver the send order (non-overtaking per source and
+ * tag). Which message goes next, given the credit and streams left, is the
+ * engine's policy (tx_next). Once no stream is left the engine answers NULL;
+ * the peer grants more as streams close. */
+static void open_streams(nx_qconn *qc) {
+  nx_quic *q = qc->q;
+  for (;;) {
+    nx_qtx *m = q->cbs.tx_next(q->user, qc->peer, ngtcp2_conn_get_max_data_left(qc->conn),
+                               ngtcp2_conn_get_streams_bidi_left(qc->conn));
+    if (!m) break;
     int64_t sid;
-    int rv = ngtcp2_conn_open_bidi_stream(qc->conn, &sid, m);
-    if (rv) break; /* NGTCP2_ERR_STREAM_ID_BLOCKED: the peer grants more as streams close */
-    *head = m->next;
-    if (!*head) *tail = NULL;
+    if (ngtcp2_conn_open_bidi_stream(qc->conn, &sid, m)) { /* out of memory in ngtcp2 */
+      q->cbs.tx_return(q->user, qc->peer, m);
+      break;
+    }
     m->sid = sid;
     act_push(qc, m);
   }
 }
 
-static void open_streams(nx_qconn *qc) {
-  nx_peer *p = qc->peer;
-  open_queue(qc, &p->txq_head, &p->txq_tail, 0);
-  open_queue(qc, &p->utxq_head, &p->utxq_tail, 1);
-}
-
-static size_t build_vecs(nx_txmsg *m, ngtcp2_vec *v, size_t max) {
+static size_t build_vecs(nx_qtx *m, ngtcp2_vec *v, size_t max) {
   size_t n = 0;
   uint64_t pos = m->sent;
   if (pos < NX_FRAME_HDR_LEN) {
@@ -216,30 +202,25 @@ static size_t build_vecs(nx_txmsg *m, ngtcp2_vec *v, size_t max) {
   return n;
 }
 
-/* User point-to-point data, which a receiver may hold over its budget
- * (rendezvous descriptors are not held). */
-static int is_user_data(const nx_txmsg *m) {
-  return m->hdr[3] == NX_KIND_P2P && !(m->hdr[4] & NX_FLAG_RNDV);
-}
-
-/* The lowest stream id among user messages with bytes to send (m was just
- * popped off the list). Only when the connection is below its reserve. */
-static int64_t oldest_user(const nx_qconn *qc, const nx_txmsg *m) {
+/* The lowest stream id among holdable messages with bytes to send (m was
+ * just popped off the list). Only when the connection is below its reserve. */
+static int64_t oldest_holdable(const nx_qconn *qc, const nx_qtx *m) {
   int64_t best = m->sid;
-  for (const nx_txmsg *x = qc->act_head; x; x = x->next)
-    if (is_user_data(x) && x->sid < best) best = x->sid;
+  for (const nx_qtx *x = qc->act_head; x; x = x->next)
+    if (x->holdable && x->sid < best) best = x->sid;
   return best;
 }
 
 static void flush(nx_qconn *qc, size_t *lens, size_t *npk, size_t *off) {
   if (*npk)
-    nx_udp_send(&qc->ep->udp, (struct sockaddr *)&qc->remote, qc->remotelen, qc->txbuf, lens, *npk);
+    nx_udp_send(qc->q->cfg.udp, (struct sockaddr *)&qc->remote, qc->remotelen, qc->txbuf, lens,
+                *npk);
   *npk = 0;
   *off = 0;
 }
 
 /* Appends m to a list of messages waiting for credit. */
-static void park(nx_txmsg **head, nx_txmsg **tail, nx_txmsg *m) {
+static void park(nx_qtx **head, nx_qtx **tail, nx_qtx *m) {
   m->next = NULL;
   if (*tail)
     (*tail)->next = m;
@@ -253,15 +234,14 @@ static void park(nx_txmsg **head, nx_txmsg **tail, nx_txmsg *m) {
 static int conn_write(nx_qconn *qc, uint64_t now) {
   if (qc->dead) return 0;
   if (!qc->txbuf && !(qc->txbuf = malloc((size_t)NX_BURST * 65536))) return 0;
-  if (qc->peer && qc->peer->qc == qc && qc->peer->state == NX_PEER_UP) open_streams(qc);
+  nx_quic *q = qc->q;
+  if (qc->bound && qc->hs_done) open_streams(qc);
   for (size_t i = 0; i < qc->nresets; i++) { /* cancelled sends: ngtcp2 lets go of them */
-    nx_txmsg *m = qc->resets[i];
+    nx_qtx *m = qc->resets[i];
     ngtcp2_conn_shutdown_stream(qc->conn, m->sid, 1);
     ngtcp2_conn_set_stream_user_data(qc->conn, m->sid, NULL);
     if (m->in_queue) act_remove(qc, m);
-    m->acked = m->total;
-    nx_tx_acked(qc->ep, m, 0, 0);
-    nx_tx_free(m);
+    q->cbs.tx_done(q->user, m);
   }
   qc->nresets = 0;
   size_t maxlen = ngtcp2_conn_get_max_tx_udp_payload_size(qc->conn);
@@ -269,7 +249,7 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
   size_t burst = NX_BURST;
   if (burst * pathlen > (size_t)NX_BURST * 65536) burst = (size_t)NX_BURST * 65536 / pathlen;
   size_t lens[NX_BURST], npk = 0, off = 0, tot = 0;
-  nx_txmsg *blocked = NULL, *blocked_tail = NULL;
+  nx_qtx *blocked = NULL, *blocked_tail = NULL;
   /* The reverse-half FINs carry no information the peer waits for (they only
    * close streams and return stream credit), so they ride along with data or
    * go out in batches: a packet of FINs alone per message would double the
@@ -278,13 +258,13 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
   if (nfins && !qc->act_head && nfins < NX_FIN_BATCH && now < qc->fins_since + NX_FIN_DELAY_NS)
     nfins = 0;
   size_t fin_i = 0;
-  int64_t oldest = -2; /* the oldest user message's stream, once needed */
+  int64_t oldest = -2; /* the oldest holdable message's stream, once needed */
   ngtcp2_path_storage ps;
   ngtcp2_path_storage_zero(&ps);
   ngtcp2_pkt_info pi;
   int rc = 0;
   while (tot < burst) {
-    nx_txmsg *m = NULL;
+    nx_qtx *m = NULL;
     int64_t sid = -1;
     ngtcp2_vec vec[16];
     size_t nvec = 0;
@@ -293,18 +273,18 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
       sid = qc->fins[fin_i];
       flags = NGTCP2_WRITE_STREAM_FLAG_MORE | NGTCP2_WRITE_STREAM_FLAG_FIN;
     } else if ((m = act_pop(qc)) != NULL) {
-      /* below the reserve a user message sends at most its header, so the
-       * receiver can order the streams after it */
+      /* below the reserve a holdable message sends at most its header, so
+       * the receiver can order the streams after it */
       int hdr_only = 0;
-      if (is_user_data(m)) {
+      if (m->holdable) {
         uint64_t left = ngtcp2_conn_get_max_data_left(qc->conn);
-        if (left < NX_CONN_RESERVE) {
-          if (oldest < -1) oldest = oldest_user(qc, m);
-          hdr_only = !(m->sid == oldest && left > NX_CONN_RESERVE / 2);
+        if (left < q->cfg.conn_reserve) {
+          if (oldest < -1) oldest = oldest_holdable(qc, m);
+          hdr_only = !(m->sid == oldest && left > q->cfg.conn_reserve / 2);
         }
       }
       if (hdr_only && m->sent >= NX_FRAME_HDR_LEN) {
-        /* leave the rest of the window to runtime traffic (see NX_CONN_RESERVE) */
+        /* leave the rest of the window to other traffic (cfg.conn_reserve) */
         park(&blocked, &blocked_tail, m);
         continue;
       }
@@ -371,35 +351,35 @@ static int conn_write(nx_qconn *qc, uint64_t now) {
     qc->fins_since = now;
   }
   while (blocked) {
-    nx_txmsg *b = blocked;
+    nx_qtx *b = blocked;
     blocked = b->next;
     act_push(qc, b);
   }
   ngtcp2_conn_update_pkt_tx_time(qc->conn, now);
-  if (qc->peer) {
+  if (qc->bound) {
     ngtcp2_conn_stat cs;
     ngtcp2_conn_get_conn_stat(qc->conn, &cs);
-    qc->peer->st.smoothed_rtt_us = (double)cs.smoothed_rtt / 1000.0;
+    uint64_t lost = 0;
     /* ngtcp2 0.12 exposes loss recovery episodes and PTOs, not a per-packet
      * loss count: each new episode or probe timeout counts once */
     if (cs.congestion_recovery_start_ts != qc->last_recovery_ts) {
-      if (qc->last_recovery_ts != 0 || cs.congestion_recovery_start_ts != UINT64_MAX)
-        qc->peer->st.packets_lost++;
+      if (qc->last_recovery_ts != 0 || cs.congestion_recovery_start_ts != UINT64_MAX) lost++;
       qc->last_recovery_ts = cs.congestion_recovery_start_ts;
     }
-    if (cs.pto_count > qc->last_pto) qc->peer->st.packets_lost += cs.pto_count - qc->last_pto;
+    if (cs.pto_count > qc->last_pto) lost += cs.pto_count - qc->last_pto;
     qc->last_pto = cs.pto_count;
+    q->cbs.path_stats(q->user, qc->peer, (double)cs.smoothed_rtt / 1000.0, lost);
   }
   return rc;
 }
 
-uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
+uint64_t nx_quic_service(nx_quic *q, uint64_t now) {
   uint64_t next = UINT64_MAX;
-  nx_qconn *qc = ep->conns;
+  nx_qconn *qc = q->conns;
   while (qc) {
     nx_qconn *nxt = qc->next;
     if (qc->dead) {
-      if (!qc->peer || qc->peer->qc != qc) nx_qconn_free(ep, qc);
+      if (!qc->bound) nx_qc_free(qc);
       qc = nxt;
       continue;
     }
@@ -414,9 +394,9 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
       qc->closed_streams = 0;
       qc->force_write = 1;
     }
-    int up = qc->peer && qc->peer->qc == qc && qc->peer->state == NX_PEER_UP;
+    int up = qc->bound && qc->hs_done;
     int work =
-        qc->act_head || (qc->peer && (qc->peer->txq_head || qc->peer->utxq_head)) || qc->nresets ||
+        qc->act_head || (up && q->cbs.tx_waiting(q->user, qc->peer)) || qc->nresets ||
         qc->force_write || qc->rx_since_write >= 2 || qc->rx_bytes_since_write >= 4096 ||
         (qc->nfins && (qc->nfins >= NX_FIN_BATCH || qc->fins_since + NX_FIN_DELAY_NS <= now));
     uint64_t slack = (!up || work) ? 0 : NX_ACK_SLACK_NS;
@@ -426,9 +406,9 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
     if (due) {
       int rv = ngtcp2_conn_handle_expiry(qc->conn, now);
       if (rv) {
-        conn_failed(ep, qc, NEXAR_ERR_PEER_LOST,
+        conn_failed(qc, NEXAR_ERR_PEER_LOST,
                     rv == NGTCP2_ERR_IDLE_CLOSE ? "idle timeout" : "handshake or timer failure");
-        if (!qc->peer || qc->peer->qc != qc) nx_qconn_free(ep, qc);
+        if (!qc->bound) nx_qc_free(qc);
         qc = nxt;
         continue;
       }
@@ -442,10 +422,10 @@ uint64_t nx_quic_service(nx_ep *ep, uint64_t now) {
         ngtcp2_connection_close_error ce;
         ngtcp2_connection_close_error_set_transport_error_liberr(
             &ce, NGTCP2_ERR_CALLBACK_FAILURE, (uint8_t *)qc->proto_err, strlen(qc->proto_err));
-        write_close(ep, qc, &ce);
-        conn_failed(ep, qc, qc->err_code, qc->proto_err);
+        write_close(qc, &ce);
+        conn_failed(qc, qc->err_code, qc->proto_err);
       } else if (rv) {
-        conn_failed(ep, qc, NEXAR_ERR_PEER_LOST, ngtcp2_strerror(rv));
+        conn_failed(qc, NEXAR_ERR_PEER_LOST, ngtcp2_strerror(rv));
       }
     }
     exp = ngtcp2_conn_get_expiry(qc->conn);
@@ -470,38 +450,47 @@ void nx_qconn_extend(nx_qconn *qc, int64_t sid, uint64_t n, uint64_t boost) {
 
 /* Writes a CONNECTION_CLOSE with an application code and reason (if the
  * connection can still send one) straight to the socket. */
-static void send_close(nx_ep *ep, nx_qconn *qc, uint64_t code, const char *reason) {
+static void send_close(nx_qconn *qc, uint64_t code, const char *reason) {
   if (qc->dead || !qc->conn) return;
   ngtcp2_connection_close_error ce;
   size_t rl = reason ? NX_MIN(strlen(reason), 120) : 0;
   ngtcp2_connection_close_error_set_application_error(&ce, code, (const uint8_t *)reason, rl);
-  write_close(ep, qc, &ce);
+  write_close(qc, &ce);
 }
 
-void nx_qconn_abandon(nx_qconn *qc, const char *why) {
+void nx_qconn_abandon(nx_qconn *qc, const char *reason) {
   if (!qc) return;
   /* a peer we give up on (its bulk stream broke, it went silent) learns it
    * at once instead of after its own heartbeat timeout */
-  if (why) {
-    char reason[160];
-    snprintf(reason, sizeof reason, "rank %u gave up on you: %s", qc->ep->rank, why);
-    send_close(qc->ep, qc, NX_APP_GAVE_UP, reason);
-  }
+  if (reason) send_close(qc, NX_APP_GAVE_UP, reason);
   /* its queued messages are freed by the caller: forget them first */
   qc->dead = 1;
+  qc->bound = 0;
   qc->act_head = qc->act_tail = NULL;
   qc->nresets = 0;
 }
 
-void nx_quic_close_all(nx_ep *ep) {
-  while (ep->conns) {
-    nx_qconn *qc = ep->conns;
-    send_close(ep, qc, NX_APP_GOODBYE, NULL);
+void nx_qconn_unbind(nx_qconn *qc) {
+  if (qc) qc->bound = 0;
+}
+
+void nx_quic_close_all(nx_quic *q) {
+  while (q->conns) {
+    nx_qconn *qc = q->conns;
+    send_close(qc, NX_APP_GOODBYE, NULL);
     /* drop queued and in-flight messages' references first */
     while (qc->act_head) {
-      nx_txmsg *m = act_pop(qc);
-      (void)m; /* freed by the engine's peer teardown through its request list */
+      nx_qtx *m = act_pop(qc);
+      (void)m; /* freed by the engine's teardown through its own message list */
     }
-    nx_qconn_free(ep, qc);
+    nx_qc_free(qc);
   }
+}
+
+const char *nx_quic_auth_why(const nx_quic *q) {
+  return q->auth_why;
+}
+
+uint64_t nx_quic_dropped(const nx_quic *q) {
+  return q->dropped;
 }

@@ -1,5 +1,5 @@
 /* QUIC connection setup over ngtcp2 0.12 + GnuTLS: the connection-id table,
- * the ngtcp2 callbacks (stream data into msg.c), rank-binding mutual TLS,
+ * the ngtcp2 callbacks (stream data up through nx_quic_cbs), rank-binding mutual TLS,
  * settings and flow-control windows, client connections, and the admission
  * of handshakes (member addresses, Retry tokens, pending bounds). */
 #include <arpa/inet.h>
@@ -7,28 +7,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/addr.h"
 #include "transport/pki.h"
 #include "transport/quic_int.h"
 
 /* ------------------------------------------------------------ CID table */
 
 /* 0, or NEXAR_ERR_NOMEM: the connection could not receive on that id. */
-static int cid_add(nx_ep *ep, const uint8_t *cid, size_t len, nx_qconn *qc) {
-  for (size_t i = 0; i < ep->ncids_cap; i++) {
-    if (!ep->cids[i].qc) {
-      memcpy(ep->cids[i].cid, cid, len);
-      ep->cids[i].len = len;
-      ep->cids[i].qc = qc;
+static int cid_add(nx_quic *q, const uint8_t *cid, size_t len, nx_qconn *qc) {
+  for (size_t i = 0; i < q->ncids_cap; i++) {
+    if (!q->cids[i].qc) {
+      memcpy(q->cids[i].cid, cid, len);
+      q->cids[i].len = len;
+      q->cids[i].qc = qc;
       return 0;
     }
   }
-  size_t cap = ep->ncids_cap ? ep->ncids_cap * 2 : 64;
-  struct nx_cident *n = nx_realloc(ep->cids, cap * sizeof *n);
+  size_t cap = q->ncids_cap ? q->ncids_cap * 2 : 64;
+  struct nx_cident *n = nx_realloc(q->cids, cap * sizeof *n);
   if (!n) return nx_fail(NEXAR_ERR_NOMEM, "growing the connection-id table to %zu", cap);
-  memset(n + ep->ncids_cap, 0, (cap - ep->ncids_cap) * sizeof *n);
-  ep->cids = n;
-  ep->ncids_cap = cap;
-  return cid_add(ep, cid, len, qc);
+  memset(n + q->ncids_cap, 0, (cap - q->ncids_cap) * sizeof *n);
+  q->cids = n;
+  q->ncids_cap = cap;
+  return cid_add(q, cid, len, qc);
 }
 
 /* A callback failed for a local reason (out of memory): the connection
@@ -39,16 +40,16 @@ static int local_failure(nx_qconn *qc, int code) {
   return NGTCP2_ERR_CALLBACK_FAILURE;
 }
 
-static void cid_del(nx_ep *ep, const uint8_t *cid, size_t len) {
-  for (size_t i = 0; i < ep->ncids_cap; i++)
-    if (ep->cids[i].qc && ep->cids[i].len == len && !memcmp(ep->cids[i].cid, cid, len))
-      ep->cids[i].qc = NULL;
+static void cid_del(nx_quic *q, const uint8_t *cid, size_t len) {
+  for (size_t i = 0; i < q->ncids_cap; i++)
+    if (q->cids[i].qc && q->cids[i].len == len && !memcmp(q->cids[i].cid, cid, len))
+      q->cids[i].qc = NULL;
 }
 
-nx_qconn *nx_qc_cid_find(nx_ep *ep, const uint8_t *cid, size_t len) {
-  for (size_t i = 0; i < ep->ncids_cap; i++)
-    if (ep->cids[i].qc && ep->cids[i].len == len && !memcmp(ep->cids[i].cid, cid, len))
-      return ep->cids[i].qc;
+nx_qconn *nx_qc_cid_find(nx_quic *q, const uint8_t *cid, size_t len) {
+  for (size_t i = 0; i < q->ncids_cap; i++)
+    if (q->cids[i].qc && q->cids[i].len == len && !memcmp(q->cids[i].cid, cid, len))
+      return q->cids[i].qc;
   return NULL;
 }
 
@@ -64,13 +65,13 @@ static int cb_new_cid(ngtcp2_conn *conn, ngtcp2_cid *cid, uint8_t *token, size_t
   if (nx_random(cid->data, cidlen) || nx_random(token, NGTCP2_STATELESS_RESET_TOKENLEN))
     return NGTCP2_ERR_CALLBACK_FAILURE;
   cid->datalen = cidlen;
-  if (cid_add(qc->ep, cid->data, cidlen, qc)) return local_failure(qc, NEXAR_ERR_NOMEM);
+  if (cid_add(qc->q, cid->data, cidlen, qc)) return local_failure(qc, NEXAR_ERR_NOMEM);
   return 0;
 }
 
 static int cb_remove_cid(ngtcp2_conn *conn, const ngtcp2_cid *cid, void *ud) {
   nx_qconn *qc = ud;
-  cid_del(qc->ep, cid->data, cid->datalen);
+  cid_del(qc->q, cid->data, cid->datalen);
   return 0;
 }
 
@@ -91,9 +92,8 @@ static int is_local_stream(const nx_qconn *qc, int64_t sid) {
 
 static int cb_stream_open(ngtcp2_conn *conn, int64_t sid, void *ud) {
   nx_qconn *qc = ud;
-  if (!qc->peer || (sid & 2)) return NGTCP2_ERR_CALLBACK_FAILURE; /* uni streams: unused */
-  nx_rxstream *rs = NULL;
-  nx_rx_stream_open(qc->ep, qc->peer, sid, &rs);
+  if (!qc->bound || (sid & 2)) return NGTCP2_ERR_CALLBACK_FAILURE; /* uni streams: unused */
+  void *rs = qc->q->cbs.stream_open(qc->q->user, qc->peer, sid);
   if (!rs) return NGTCP2_ERR_CALLBACK_FAILURE;
   ngtcp2_conn_set_stream_user_data(conn, sid, rs);
   if (qc->nfins == 0) qc->fins_since = nx_now_ns();
@@ -109,20 +109,19 @@ static int cb_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t sid, u
     /* the reverse half of our own message stream carries nothing */
     return len ? NGTCP2_ERR_CALLBACK_FAILURE : 0;
   }
-  nx_rxstream *rs = sud;
-  if (!rs) { /* stream already finished (its data was discarded) */
+  if (!sud) { /* stream already finished (its data was discarded) */
     ngtcp2_conn_extend_max_offset(conn, len);
     return 0;
   }
   uint64_t credit = 0, held = 0;
-  int rc = nx_rx_stream_data(qc->ep, rs, data, len, fin, &credit, &held);
+  int rc = qc->q->cbs.stream_data(qc->q->user, sud, data, len, fin, &credit, &held);
   /* connection credit: all but unexpected bytes over the budget, which wait
    * for their receive (nx_qconn_extend with sid < 0) */
   if (len > held) ngtcp2_conn_extend_max_offset(conn, len - held);
   if (rc) {
     snprintf(qc->proto_err, sizeof qc->proto_err, "%s", nexar_last_error());
-    NX_WARN("closing the connection to rank %u: stream %lld: %s", qc->peer ? qc->peer->rank : 0,
-            (long long)sid, qc->proto_err);
+    NX_WARN("closing the connection to rank %u: stream %lld: %s", qc->expect_rank, (long long)sid,
+            qc->proto_err);
     return NGTCP2_ERR_CALLBACK_FAILURE;
   }
   if (credit) ngtcp2_conn_extend_max_stream_offset(conn, sid, credit);
@@ -131,12 +130,13 @@ static int cb_recv_stream_data(ngtcp2_conn *conn, uint32_t flags, int64_t sid, u
 
 static int cb_acked(ngtcp2_conn *conn, int64_t sid, uint64_t offset, uint64_t len, void *ud,
                     void *sud) {
-  nx_txmsg *m = sud;
+  nx_qtx *m = sud;
+  nx_quic *q = ((nx_qconn *)ud)->q;
   if (!m || !is_local_stream(ud, sid)) return 0;
-  nx_tx_acked(((nx_qconn *)ud)->ep, m, offset, len);
+  q->cbs.tx_acked(q->user, m, offset, len);
   if (m->acked >= m->total) {
     ngtcp2_conn_set_stream_user_data(conn, sid, NULL);
-    nx_tx_free(m);
+    q->cbs.tx_done(q->user, m);
   }
   return 0;
 }
@@ -145,15 +145,11 @@ static int cb_stream_close(ngtcp2_conn *conn, uint32_t flags, int64_t sid, uint6
                            void *ud, void *sud) {
   nx_qconn *qc = ud;
   if (is_local_stream(qc, sid)) {
-    nx_txmsg *m = sud;
-    if (m) { /* reset or closed before the final ack: nothing will touch it again */
-      m->acked = m->total;
-      nx_tx_acked(qc->ep, m, 0, 0);
-      nx_tx_free(m);
-    }
+    /* reset or closed before the final ack: nothing will touch it again */
+    if (sud) qc->q->cbs.tx_done(qc->q->user, sud);
     return 0;
   }
-  if (sud && nx_rx_stream_close(qc->ep, sud)) {
+  if (sud && qc->q->cbs.stream_close(qc->q->user, sud)) {
     ngtcp2_conn_set_stream_user_data(conn, sid, NULL);
     return local_failure(qc, NEXAR_ERR_NOMEM);
   }
@@ -178,59 +174,51 @@ static ngtcp2_conn *get_conn(ngtcp2_crypto_conn_ref *ref) {
 }
 
 /* GnuTLS verify hook: the certificate must chain to the cluster CA and name
- * the rank this connection must come from. */
+ * the rank this connection must come from (a client: the rank it dialed; a
+ * server: one the engine admits). */
 static int verify_peer(gnutls_session_t s) {
   ngtcp2_crypto_conn_ref *ref = gnutls_session_get_ptr(s);
   nx_qconn *qc = ref->user_data;
-  nx_ep *ep = qc->ep;
+  nx_quic *q = qc->q;
   uint32_t rank;
-  if (nx_tls_peer_rank(s, ep->cluster_id, &rank) != 0) {
-    snprintf(ep->auth_why, sizeof ep->auth_why, "refused a certificate: %s", nexar_last_error());
-    NX_WARN("mesh handshake: %s", ep->auth_why);
+  if (nx_tls_peer_rank(s, q->cluster_id, &rank) != 0) {
+    snprintf(q->auth_why, sizeof q->auth_why, "refused a certificate: %s", nexar_last_error());
+    NX_WARN("mesh handshake: %s", q->auth_why);
     return -1;
   }
   if (!qc->is_server) {
     if (rank != qc->expect_rank) {
-      snprintf(ep->auth_why, sizeof ep->auth_why,
-               "expected rank %u at %s, its certificate names rank %u", qc->expect_rank,
-               ep->peers[qc->expect_rank].addrstr, rank);
-      NX_WARN("mesh handshake: %s", ep->auth_why);
+      snprintf(q->auth_why, sizeof q->auth_why,
+               "expected rank %u at %s, its certificate names rank %u", qc->expect_rank, qc->name,
+               rank);
+      NX_WARN("mesh handshake: %s", q->auth_why);
       return -1;
     }
     return 0;
   }
-  /* Lower ranks dial higher ones, so a client must have a lower rank. */
-  if (rank >= ep->rank || rank >= ep->world) {
-    snprintf(ep->auth_why, sizeof ep->auth_why,
-             "a client presents rank %u's certificate, but only lower ranks dial rank %u", rank,
-             ep->rank);
-    NX_WARN("mesh handshake: %s", ep->auth_why);
+  char why[sizeof q->auth_why] = "";
+  void *peer = NULL;
+  if (q->cbs.admit(q->user, qc, rank, &peer, why, sizeof why) != 0) {
+    if (why[0]) {
+      snprintf(q->auth_why, sizeof q->auth_why, "%s", why);
+      NX_WARN("mesh handshake: %s", q->auth_why);
+    }
     return -1;
   }
-  nx_peer *p = &ep->peers[rank];
-  if (p->qc && p->qc != qc && p->state == NX_PEER_UP) {
-    NX_WARN("mesh handshake: rank %u is already connected; refusing a second connection", rank);
-    return -1;
-  }
-  if (p->qc && p->qc != qc) p->qc = NULL; /* a reconnect replaces a stale half-open one */
-  qc->peer = p;
-  p->qc = qc;
-  p->rx_next_sid = 0; /* the client's bidi streams: 0, 4, 8, ... */
+  qc->peer = peer;
+  qc->bound = 1;
+  qc->expect_rank = rank;
   return 0;
 }
 
 static int cb_handshake_completed(ngtcp2_conn *conn, void *ud) {
   nx_qconn *qc = ud;
-  if (!qc->peer) return NGTCP2_ERR_CALLBACK_FAILURE;
-  nx_peer *p = qc->peer;
+  if (!qc->bound) return NGTCP2_ERR_CALLBACK_FAILURE;
   /* the rest of the connection window (not at creation: a server's local
    * transport parameters are committed later, which resets the credit) */
-  ngtcp2_conn_extend_max_offset(conn, NX_CONN_WINDOW - NX_CONN_PARAM);
-  p->state = NX_PEER_UP;
-  p->last_heard_ns = nx_now_ns();
-  NX_DEBUG("connected to rank %u at %s", p->rank, p->addrstr);
-  nx_rndv_hello_locked(qc->ep, p);
-  pthread_cond_broadcast(&qc->ep->cv);
+  ngtcp2_conn_extend_max_offset(conn, qc->q->cfg.conn_window - qc->q->cfg.conn_param);
+  qc->hs_done = 1;
+  qc->q->cbs.up(qc->q->user, qc->peer);
   return 0;
 }
 
@@ -266,7 +254,7 @@ static void fill_settings(nx_qconn *qc, ngtcp2_settings *st, ngtcp2_transport_pa
   ngtcp2_settings_default(st);
   ngtcp2_transport_params_default(tp);
   st->initial_ts = nx_now_ns();
-  st->cc_algo = qc->ep->cc_algo;
+  st->cc_algo = qc->q->cfg.cc_algo;
   /* Large datagrams on paths that carry them (loopback: ~64 KiB). 0.12 needs
    * shaping off, else it sends 1200-byte packets whatever the path allows. */
   size_t payload = nx_udp_path_payload((struct sockaddr *)&qc->remote, qc->remotelen);
@@ -276,21 +264,21 @@ static void fill_settings(nx_qconn *qc, ngtcp2_settings *st, ngtcp2_transport_pa
   st->initial_rtt = 1 * NGTCP2_MILLISECONDS;
   /* A client waits for its peer as long as formation may take; a server
    * gives an unauthenticated handshake 10 s, so half-open ones do not pile up */
-  uint64_t hs_ms = qc->ep->cfg.connect_timeout_ms ? qc->ep->cfg.connect_timeout_ms : 3600000u;
+  uint64_t hs_ms = qc->q->cfg.handshake_ms;
   if (qc->is_server && hs_ms > NX_SERVER_HANDSHAKE_MS) hs_ms = NX_SERVER_HANDSHAKE_MS;
   st->handshake_timeout = NX_MAX(hs_ms, 1000u) * NGTCP2_MILLISECONDS;
   /* a fixed connection window: a receiver that holds unexpected data over
    * its budget withholds this credit, and each peer can then add at most the
    * window (auto-tuning would let that grow to max_window) */
   st->max_window = 0;
-  tp->initial_max_data = NX_CONN_PARAM; /* the rest: cb_handshake_completed */
-  tp->initial_max_stream_data_bidi_local = NX_STREAM_WINDOW;
-  tp->initial_max_stream_data_bidi_remote = NX_STREAM_WINDOW;
+  tp->initial_max_data = qc->q->cfg.conn_param; /* the rest: cb_handshake_completed */
+  tp->initial_max_stream_data_bidi_local = qc->q->cfg.stream_window;
+  tp->initial_max_stream_data_bidi_remote = qc->q->cfg.stream_window;
   tp->initial_max_stream_data_uni = 0;
-  tp->initial_max_streams_bidi = NX_MAX_STREAMS;
+  tp->initial_max_streams_bidi = qc->q->cfg.max_streams;
   tp->initial_max_streams_uni = 0;
   /* Liveness is judged by our heartbeats; idle close is only a backstop. */
-  tp->max_idle_timeout = (qc->ep->hb_timeout_ns * 3 / 1000000 + 1000) * NGTCP2_MILLISECONDS;
+  tp->max_idle_timeout = qc->q->cfg.idle_timeout_ms * NGTCP2_MILLISECONDS;
   tp->max_udp_payload_size = 65527;
   tp->active_connection_id_limit = 4;
 }
@@ -302,7 +290,7 @@ static int tls_new(nx_qconn *qc) {
   int rc = qc->is_server ? ngtcp2_crypto_gnutls_configure_server_session(qc->tls)
                          : ngtcp2_crypto_gnutls_configure_client_session(qc->tls);
   if (rc) return -1;
-  if (gnutls_credentials_set(qc->tls, GNUTLS_CRD_CERTIFICATE, qc->ep->creds) < 0) return -1;
+  if (gnutls_credentials_set(qc->tls, GNUTLS_CRD_CERTIFICATE, qc->q->creds) < 0) return -1;
   if (qc->is_server)
     gnutls_certificate_server_set_request(qc->tls, GNUTLS_CERT_REQUIRE);
   else
@@ -318,18 +306,18 @@ static int tls_new(nx_qconn *qc) {
 
 ngtcp2_path nx_qc_make_path(nx_qconn *qc) {
   ngtcp2_path p;
-  p.local.addr = (ngtcp2_sockaddr *)&qc->ep->udp.local;
-  p.local.addrlen = qc->ep->udp.locallen;
+  p.local.addr = (ngtcp2_sockaddr *)&qc->q->cfg.udp->local;
+  p.local.addrlen = qc->q->cfg.udp->locallen;
   p.remote.addr = (ngtcp2_sockaddr *)&qc->remote;
   p.remote.addrlen = qc->remotelen;
   p.user_data = NULL;
   return p;
 }
 
-static nx_qconn *qconn_alloc(nx_ep *ep, const struct sockaddr *remote, socklen_t len, int server) {
+static nx_qconn *qconn_alloc(nx_quic *q, const struct sockaddr *remote, socklen_t len, int server) {
   nx_qconn *qc = nx_calloc(1, sizeof *qc);
   if (!qc) return NULL;
-  qc->ep = ep; /* the 4 MiB send buffer comes with the first write */
+  qc->q = q; /* the 4 MiB send buffer comes with the first write */
   qc->is_server = server;
   memcpy(&qc->remote, remote, len);
   qc->remotelen = len;
@@ -354,15 +342,15 @@ int nx_quic_cc_by_name(const char *v, int *out) {
   return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "NEXAR_QUIC_CC='%s': expected reno|cubic|bbr|bbr2", v);
 }
 
-void nx_qconn_free(nx_ep *ep, nx_qconn *qc) {
-  for (nx_qconn **pp = &ep->conns; *pp; pp = &(*pp)->next)
+void nx_qc_free(nx_qconn *qc) {
+  nx_quic *q = qc->q;
+  for (nx_qconn **pp = &q->conns; *pp; pp = &(*pp)->next)
     if (*pp == qc) {
       *pp = qc->next;
       break;
     }
-  for (size_t i = 0; i < ep->ncids_cap; i++)
-    if (ep->cids[i].qc == qc) ep->cids[i].qc = NULL;
-  if (qc->peer && qc->peer->qc == qc) qc->peer->qc = NULL;
+  for (size_t i = 0; i < q->ncids_cap; i++)
+    if (q->cids[i].qc == qc) q->cids[i].qc = NULL;
   /* Stream user data (messages) is released by the engine, which owns it. */
   if (qc->conn) ngtcp2_conn_del(qc->conn);
   if (qc->tls) gnutls_deinit(qc->tls);
@@ -372,11 +360,13 @@ void nx_qconn_free(nx_ep *ep, nx_qconn *qc) {
   free(qc);
 }
 
-int nx_qconn_client_new(nx_ep *ep, nx_peer *p) {
-  nx_qconn *qc = qconn_alloc(ep, (struct sockaddr *)&p->addr, p->addrlen, 0);
-  if (!qc) return NEXAR_ERR_NOMEM;
-  qc->expect_rank = p->rank;
-  qc->peer = p;
+int nx_quic_dial(nx_quic *q, void *peer, uint32_t rank, const struct sockaddr *addr,
+                 socklen_t addrlen, const char *name, nx_qconn **out) {
+  *out = NULL;
+  nx_qconn *qc = qconn_alloc(q, addr, addrlen, 0);
+  if (!qc) return nx_fail(NEXAR_ERR_NOMEM, "connect to rank %u", rank);
+  qc->expect_rank = rank;
+  snprintf(qc->name, sizeof qc->name, "%s", name);
   ngtcp2_cid dcid, scid;
   dcid.datalen = 18;
   scid.datalen = NX_SCID_LEN;
@@ -391,145 +381,103 @@ int nx_qconn_client_new(nx_ep *ep, nx_peer *p) {
   int rv = ngtcp2_conn_client_new(&qc->conn, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cb, &st,
                                   &tp, NULL, qc);
   if (rv || tls_new(qc)) {
-    nx_qconn_free(ep, qc);
-    return nx_fail(NEXAR_ERR_TLS, "connect to rank %u: cannot create QUIC connection: %s", p->rank,
+    nx_qc_free(qc);
+    return nx_fail(NEXAR_ERR_TLS, "connect to rank %u: cannot create QUIC connection: %s", rank,
                    rv ? ngtcp2_strerror(rv) : "TLS session setup failed");
   }
   ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
-  qc->next = ep->conns;
-  ep->conns = qc;
-  if (cid_add(ep, scid.data, scid.datalen, qc)) {
-    nx_qconn_free(ep, qc);
-    return nx_fail(NEXAR_ERR_NOMEM, "connect to rank %u: %s", p->rank, nexar_last_error());
+  qc->next = q->conns;
+  q->conns = qc;
+  if (cid_add(q, scid.data, scid.datalen, qc)) {
+    nx_qc_free(qc);
+    return nx_fail(NEXAR_ERR_NOMEM, "connect to rank %u: %s", rank, nexar_last_error());
   }
-  p->qc = qc;
-  p->state = NX_PEER_CONNECTING;
-  p->rx_next_sid = 1; /* the server's bidi streams: 1, 5, 9, ... */
-  return 0;
-}
-
-/* 1: same IP address and port (IPv4, IPv6, IPv4-mapped IPv6); 2: same port,
- * the other family (a dual-stack member of a mixed IPv4/IPv6 world reaches
- * the other family from its port but not from the address it advertised);
- * else 0. */
-static int same_addr(const struct sockaddr *a, const struct sockaddr *b) {
-  const uint8_t *ia, *ib;
-  size_t la, lb;
-  uint16_t pa, pb;
-  static const uint8_t v4map[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  const struct sockaddr *s[2] = {a, b};
-  const uint8_t *ip[2];
-  size_t len[2];
-  uint16_t port[2];
-  for (int i = 0; i < 2; i++) {
-    if (s[i]->sa_family == AF_INET) {
-      const struct sockaddr_in *v = (const struct sockaddr_in *)s[i];
-      ip[i] = (const uint8_t *)&v->sin_addr, len[i] = 4, port[i] = v->sin_port;
-    } else if (s[i]->sa_family == AF_INET6) {
-      const struct sockaddr_in6 *v = (const struct sockaddr_in6 *)s[i];
-      ip[i] = v->sin6_addr.s6_addr, len[i] = 16, port[i] = v->sin6_port;
-      if (!memcmp(ip[i], v4map, 12)) ip[i] += 12, len[i] = 4;
-    } else {
-      return 0;
-    }
-  }
-  ia = ip[0], ib = ip[1], la = len[0], lb = len[1], pa = port[0], pb = port[1];
-  if (pa != pb) return 0;
-  if (la != lb) return 2;
-  return !memcmp(ia, ib, la);
-}
-
-/* A handshake may come only from a member's advertised UDP socket (members
- * dial from the socket they listen on), or from its port in the other family
- * (mixed worlds; the Retry token and the certificate still decide). */
-static int member_addr(nx_ep *ep, const struct sockaddr *from) {
-  for (uint32_t r = 0; ep->peers && r < ep->world; r++)
-    if (r != ep->rank && ep->peers[r].addrlen &&
-        same_addr((const struct sockaddr *)&ep->peers[r].addr, from))
-      return 1;
+  qc->peer = peer;
+  qc->bound = 1;
+  *out = qc;
   return 0;
 }
 
 /* Refusals before any state: counted, logged at most once a second. */
-void nx_qc_refused(nx_ep *ep, const char *why, const struct sockaddr *from) {
-  ep->refused_hs++;
+void nx_qc_refused(nx_quic *q, const char *why, const struct sockaddr *from) {
+  q->refused_hs++;
   uint64_t now = nx_now_ns();
-  if (now - ep->refused_logged_ns < 1000000000ull) return;
-  ep->refused_logged_ns = now;
+  if (now - q->refused_logged_ns < 1000000000ull) return;
+  q->refused_logged_ns = now;
   char a[INET6_ADDRSTRLEN] = "?";
   if (from->sa_family == AF_INET)
     inet_ntop(AF_INET, &((const struct sockaddr_in *)from)->sin_addr, a, sizeof a);
   else if (from->sa_family == AF_INET6)
     inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)from)->sin6_addr, a, sizeof a);
   NX_WARN("refused %llu QUIC handshake attempt(s) so far (last from %s: %s)",
-          (unsigned long long)ep->refused_hs, a, why);
+          (unsigned long long)q->refused_hs, a, why);
 }
 
 /* Answers a member's first Initial with a Retry: its next Initial proves it
  * receives at that address, and until then we keep nothing. */
-static void send_retry(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen,
+static void send_retry(nx_quic *q, const struct sockaddr *from, socklen_t fromlen,
                        const ngtcp2_pkt_hd *hd) {
-  if (!ep->retry_secret_ok) {
-    if (nx_random(ep->retry_secret, sizeof ep->retry_secret)) return;
-    ep->retry_secret_ok = 1;
+  if (!q->retry_secret_ok) {
+    if (nx_random(q->retry_secret, sizeof q->retry_secret)) return;
+    q->retry_secret_ok = 1;
   }
   ngtcp2_cid scid;
   scid.datalen = NX_SCID_LEN;
   if (nx_random(scid.data, scid.datalen)) return;
   uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], buf[1200];
   ngtcp2_ssize tl = ngtcp2_crypto_generate_retry_token(
-      token, ep->retry_secret, sizeof ep->retry_secret, hd->version, (const ngtcp2_sockaddr *)from,
+      token, q->retry_secret, sizeof q->retry_secret, hd->version, (const ngtcp2_sockaddr *)from,
       (ngtcp2_socklen)fromlen, &scid, &hd->dcid, nx_now_ns());
   if (tl < 0) return;
   ngtcp2_ssize n = ngtcp2_crypto_write_retry(buf, sizeof buf, hd->version, &hd->scid, &scid,
                                              &hd->dcid, token, (size_t)tl);
   if (n <= 0) return;
   size_t l = (size_t)n;
-  nx_udp_send(&ep->udp, from, fromlen, buf, &l, 1);
+  nx_udp_send(q->cfg.udp, from, fromlen, buf, &l, 1);
 }
 
 /* Admission, cheapest check first: a member's address, then a valid Retry
  * token (else a Retry is sent), then bounds on pending handshakes. Only
  * then does a connection (TLS session, ngtcp2 state) exist. */
-nx_qconn *nx_qc_accept(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen,
+nx_qconn *nx_qc_accept(nx_quic *q, const struct sockaddr *from, socklen_t fromlen,
                        const uint8_t *pkt, size_t len, int *answered) {
   ngtcp2_pkt_hd hd;
   if (ngtcp2_accept(&hd, pkt, len) != 0) return NULL;
-  if (!ep->creds) return NULL; /* not started: the client retransmits */
+  if (!q->creds) return NULL; /* not started: the client retransmits */
   if (hd.type != NGTCP2_PKT_INITIAL) return NULL;
-  if (!member_addr(ep, from)) {
-    nx_qc_refused(ep, "not a member's address", from);
+  if (!q->cbs.member_addr(q->user, from)) {
+    nx_qc_refused(q, "not a member's address", from);
     return NULL;
   }
   if (hd.token.len == 0) {
-    send_retry(ep, from, fromlen, &hd);
+    send_retry(q, from, fromlen, &hd);
     *answered = 1;
     return NULL;
   }
   ngtcp2_cid odcid;
-  if (!ep->retry_secret_ok ||
-      ngtcp2_crypto_verify_retry_token(&odcid, hd.token.base, hd.token.len, ep->retry_secret,
-                                       sizeof ep->retry_secret, hd.version,
+  if (!q->retry_secret_ok ||
+      ngtcp2_crypto_verify_retry_token(&odcid, hd.token.base, hd.token.len, q->retry_secret,
+                                       sizeof q->retry_secret, hd.version,
                                        (const ngtcp2_sockaddr *)from, (ngtcp2_socklen)fromlen,
                                        &hd.dcid, NX_RETRY_TOKEN_NS, nx_now_ns()) != 0) {
-    nx_qc_refused(ep, "invalid or expired Retry token", from);
+    nx_qc_refused(q, "invalid or expired Retry token", from);
     return NULL;
   }
   /* bound the handshakes in progress, in total and per source */
   int pending = 0, mine = 0;
-  for (nx_qconn *x = ep->conns; x; x = x->next) {
-    if (x->peer && x->peer->state == NX_PEER_UP) continue;
+  for (nx_qconn *x = q->conns; x; x = x->next) {
+    if (x->hs_done) continue;
     if (!x->is_server) continue;
     pending++;
-    mine += same_addr((const struct sockaddr *)&x->remote, from) == 1;
+    mine += nx_sockaddr_same((const struct sockaddr *)&x->remote, from) == 1;
   }
-  /* (every lower rank may dial at once during formation) */
-  if (pending >= (int)NX_MAX(NX_MAX_PENDING_HANDSHAKES, ep->world) ||
+  /* (every member that dials us may do so at once during formation) */
+  if (pending >= (int)NX_MAX(NX_MAX_PENDING_HANDSHAKES, q->members) ||
       mine >= NX_MAX_PENDING_PER_SOURCE) {
-    nx_qc_refused(ep, "too many handshakes in progress", from);
+    nx_qc_refused(q, "too many handshakes in progress", from);
     return NULL;
   }
-  nx_qconn *qc = qconn_alloc(ep, from, fromlen, 1);
+  nx_qconn *qc = qconn_alloc(q, from, fromlen, 1);
   if (!qc) return NULL;
   ngtcp2_cid scid;
   scid.datalen = NX_SCID_LEN;
@@ -549,16 +497,41 @@ nx_qconn *nx_qc_accept(nx_ep *ep, const struct sockaddr *from, socklen_t fromlen
   int rv = ngtcp2_conn_server_new(&qc->conn, &hd.scid, &scid, &path, hd.version, &cb, &st, &tp,
                                   NULL, qc);
   if (rv || tls_new(qc)) {
-    nx_qconn_free(ep, qc);
+    nx_qc_free(qc);
     return NULL;
   }
   ngtcp2_conn_set_tls_native_handle(qc->conn, qc->tls);
-  qc->next = ep->conns;
-  ep->conns = qc;
-  if (cid_add(ep, hd.dcid.data, hd.dcid.datalen, qc) || cid_add(ep, scid.data, scid.datalen, qc)) {
+  qc->next = q->conns;
+  q->conns = qc;
+  if (cid_add(q, hd.dcid.data, hd.dcid.datalen, qc) || cid_add(q, scid.data, scid.datalen, qc)) {
     NX_WARN("refusing a handshake: %s", nexar_last_error());
-    nx_qconn_free(ep, qc);
+    nx_qc_free(qc);
     return NULL;
   }
   return qc;
+}
+
+int nx_quic_new(nx_quic **out, const nx_quic_cfg *cfg, const nx_quic_cbs *cbs, void *user) {
+  *out = NULL;
+  nx_quic *q = nx_calloc(1, sizeof *q);
+  if (!q) return nx_fail(NEXAR_ERR_NOMEM, "QUIC link");
+  q->cfg = *cfg;
+  q->cbs = *cbs;
+  q->user = user;
+  *out = q;
+  return 0;
+}
+
+void nx_quic_start(nx_quic *q, gnutls_certificate_credentials_t creds, const uint8_t cluster_id[16],
+                   uint32_t members) {
+  memcpy(q->cluster_id, cluster_id, 16);
+  q->members = members;
+  q->creds = creds;
+}
+
+void nx_quic_del(nx_quic *q) {
+  if (!q) return;
+  nx_quic_close_all(q);
+  free(q->cids);
+  free(q);
 }

@@ -12,7 +12,8 @@
 
 #include "../../fuzz/fuzz_ep.h"
 #include "../../fuzz/quic_initial.h"
-#include "transport/quic.h"
+#include "runtime/quic_glue.h"
+#include "transport/quic_int.h"
 #include "check.h"
 
 static nx_rxstream *open_stream(nx_ep *ep, int64_t sid) {
@@ -72,6 +73,7 @@ int main(void) {
   struct sockaddr_in self = member;
   self.sin_port = htons(4001);
   ep->rank = 1;
+  ep->route.me = 1;
   ep->peers[0].rank = 0;
   memcpy(&ep->peers[0].addr, &member, sizeof member);
   ep->peers[0].addrlen = sizeof member;
@@ -80,29 +82,32 @@ int main(void) {
   ep->udp.fd = -1;
   ep->creds = creds;
   ep->hb_timeout_ns = 5000000000ull;
-  memset(ep->retry_secret, 7, sizeof ep->retry_secret);
-  ep->retry_secret_ok = 1;
+  CHECK(nx_quic_glue_new(ep) == 0, "QUIC link");
+  nx_quic *q = ep->quic;
+  nx_quic_start(q, creds, ep->cluster_id, ep->world);
+  memset(q->retry_secret, 7, sizeof q->retry_secret);
+  q->retry_secret_ok = 1;
   ngtcp2_cid dcid = {.datalen = 18}, odcid = {.datalen = 8};
   memset(dcid.data, 3, 18);
   uint8_t token[NGTCP2_CRYPTO_MAX_RETRY_TOKENLEN], pkt[1500];
   ngtcp2_ssize tl = ngtcp2_crypto_generate_retry_token(
-      token, ep->retry_secret, sizeof ep->retry_secret, NGTCP2_PROTO_VER_V1,
+      token, q->retry_secret, sizeof q->retry_secret, NGTCP2_PROTO_VER_V1,
       (const ngtcp2_sockaddr *)&member, sizeof member, &dcid, &odcid, now_ns());
   CHECK(tl > 0, "retry token");
   size_t pl = make_initial(creds, &self, token, (size_t)tl, &dcid, pkt, 1200);
   CHECK(pl > 0, "initial");
   nx_realloc_fail_at = 1; /* the table's first allocation */
-  nx_quic_on_datagram(ep, (struct sockaddr *)&member, sizeof member, pkt, pl);
+  nx_quic_on_datagram(q, (struct sockaddr *)&member, sizeof member, pkt, pl);
   nx_realloc_fail_at = 0;
-  CHECK(ep->conns == NULL, "a connection without a connection id was kept");
-  CHECK(ep->cids == NULL, "the table did not grow");
+  CHECK(q->conns == NULL, "a connection without a connection id was kept");
+  CHECK(q->cids == NULL, "the table did not grow");
   /* with memory the same Initial gets its ids in the table (its handshake
    * then fails: these credentials have no certificate) */
   pl = make_initial(creds, &self, token, (size_t)tl, &dcid, pkt, 1200);
-  nx_quic_on_datagram(ep, (struct sockaddr *)&member, sizeof member, pkt, pl);
-  CHECK(ep->cids != NULL, "the admitted Initial was not registered");
-  nx_quic_close_all(ep);
-  free(ep->cids);
+  nx_quic_on_datagram(q, (struct sockaddr *)&member, sizeof member, pkt, pl);
+  CHECK(q->cids != NULL, "the admitted Initial was not registered");
+  nx_quic_del(q);
+  ep->quic = NULL;
   ep->creds = NULL;
   drop_endpoint(ep);
   gnutls_certificate_free_credentials(creds);

@@ -154,9 +154,9 @@ static void send_corrupt(nexar_client *c, uint32_t dest, int what) {
   nexar_iovec v = {payload, sizeof payload};
   nx_txmsg *m = NULL;
   CHECK(nx_ep_send_locked(ep, c->members[dest], &f, &v, 1, NULL, &m) == 0 && m, "queue");
-  if (what == 0) m->hdr[0] ^= 0xff;            /* bad magic */
-  if (what == 1) m->hdr[16] ^= 0x01;           /* claims another source rank */
-  if (what == 2) memset(m->hdr + 48, 0xff, 8); /* absurd payload length */
+  if (what == 0) m->q.hdr[0] ^= 0xff;            /* bad magic */
+  if (what == 1) m->q.hdr[16] ^= 0x01;           /* claims another source rank */
+  if (what == 2) memset(m->q.hdr + 48, 0xff, 8); /* absurd payload length */
   ep->in_progress = 0;
   nx_ep_wake(ep);
   pthread_mutex_unlock(&ep->mu);
@@ -240,7 +240,7 @@ static void test_garbage(void) {
     CHECK(nexar_recv(c[1], buf, 3, 0, 4) == 0 && !strcmp(buf, "ok"), "recv after garbage");
   }
   pthread_mutex_lock(&c[1]->ep->mu);
-  uint64_t dropped = c[1]->ep->dropped_datagrams;
+  uint64_t dropped = nx_quic_dropped(c[1]->ep->quic);
   pthread_mutex_unlock(&c[1]->ep->mu);
   CHECK(dropped > 0, "garbage was not counted");
   for (int i = 0; i < 2; i++)
