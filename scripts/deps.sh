@@ -3,6 +3,8 @@
 set -eu
 pkgs="build-essential cmake pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev
       clang libclang-rt-14-dev nftables iproute2 python3"
+# the torch.distributed backend (nexar.torch) and its tests
+pkgs="$pkgs python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest ninja-build"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
