@@ -56,14 +56,35 @@ typedef enum nexar_dtype {
   NEXAR_U64 = 9
 } nexar_dtype;
 
-/** Reduction operators. */
-typedef enum nexar_op { NEXAR_SUM = 0, NEXAR_PROD = 1, NEXAR_MIN = 2, NEXAR_MAX = 3 } nexar_op;
+/** Reduction operators. Values are part of the wire format; never renumber.
+ *
+ * NEXAR_AVG is the sum divided by the number of ranks of the communicator,
+ * divided once, on the final sum (so every rank of an allreduce gets the same
+ * bits): floats divide in IEEE arithmetic, f16/bf16 results rounded to nearest
+ * even; integers divide the (wrapping) sum and truncate toward zero, as NCCL.
+ * It is refused (NEXAR_ERR_INVALID_ARGUMENT) by nexar_scan and
+ * nexar_exclusive_scan, where "the number of ranks" has no single meaning.
+ *
+ * NEXAR_BAND, NEXAR_BOR, NEXAR_BXOR are bitwise and, or, xor, for integer
+ * dtypes only (a float dtype gives NEXAR_ERR_INVALID_ARGUMENT naming the op
+ * and dtype). Identities (exclusive scan's rank 0): band all ones, bor and
+ * bxor 0. */
+typedef enum nexar_op {
+  NEXAR_SUM = 0,
+  NEXAR_PROD = 1,
+  NEXAR_MIN = 2,
+  NEXAR_MAX = 3,
+  NEXAR_AVG = 4,  /* the sum divided by the number of ranks; integers: truncated (as NCCL) */
+  NEXAR_BAND = 5, /* integer dtypes only, else INVALID_ARGUMENT */
+  NEXAR_BOR = 6,
+  NEXAR_BXOR = 7
+} nexar_op;
 
 /** Size in bytes of one element of dt; 0 for an invalid value. */
 NEXAR_EXTERN size_t nexar_dtype_size(nexar_dtype dt);
 /** "f32", "f64", ...; "?" for an invalid value. */
 NEXAR_EXTERN const char *nexar_dtype_name(nexar_dtype dt);
-/** "sum", "prod", "min", "max"; "?" for an invalid value. */
+/** "sum", "prod", "min", "max", "avg", "band", "bor", "bxor"; "?" for an invalid value. */
 NEXAR_EXTERN const char *nexar_op_name(nexar_op op);
 
 /** One region of a scattered buffer. */
@@ -246,6 +267,19 @@ NEXAR_EXTERN int nexar_send_nb(nexar_client *c, const void *buf, size_t len, uin
 /** Non-blocking receive; finish with nexar_wait. */
 NEXAR_EXTERN int nexar_recv_nb(nexar_client *c, void *buf, size_t len, uint32_t src, uint32_t tag,
                                nexar_request **req);
+/** Sends slen bytes of sbuf to dest with stag and receives exactly rlen bytes
+ * from src with rtag into rbuf, both at once: it never deadlocks for a pair
+ * (or a ring) of ranks exchanging with each other, whatever the sizes. dest
+ * and src may be the caller's own rank. Returns once both are done (the send
+ * finished even when the receive failed, so sbuf may be reused).
+ * Errors: NEXAR_ERR_INVALID_ARGUMENT (NULL buffer with a non-zero length, or
+ * the two buffers overlap), NEXAR_ERR_INVALID_RANK (dest or src outside c),
+ * NEXAR_ERR_SIZE_MISMATCH (the message from src has another length; it stays
+ * queued), NEXAR_ERR_TIMEOUT, NEXAR_ERR_PEER_LOST, NEXAR_ERR_ABORTED; the
+ * receive's error wins when both fail. */
+NEXAR_EXTERN int nexar_sendrecv(nexar_client *c, const void *sbuf, size_t slen, uint32_t dest,
+                                uint32_t stag, void *rbuf, size_t rlen, uint32_t src,
+                                uint32_t rtag);
 
 /* ---------------------------------------------------------- collectives */
 
@@ -287,6 +321,60 @@ NEXAR_EXTERN int nexar_all_reduce_bucketed(nexar_client *c, const nexar_bucket *
 NEXAR_EXTERN int nexar_all_reduce_rs_ag(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
                                         nexar_op op);
 
+/* Variable-count forms (MPI's *v, torch's uneven splits). counts[] and
+ * displs[] have one entry per rank, in elements; a NULL displs means packed in
+ * rank order (displs[i] = counts[0] + ... + counts[i-1]). Zero counts are
+ * allowed (all zero too); a buffer may be NULL when every count it would hold
+ * is 0. Counts shared by every rank (all_gather_v's and reduce_scatter_v's
+ * recv_counts) must be equal everywhere: differing ones give
+ * NEXAR_ERR_MISMATCH on every rank. A message of another length than the
+ * receiver's count gives NEXAR_ERR_SIZE_MISMATCH on the receiving rank (all_to_all_v,
+ * gather_v at the root, scatter_v at the non-roots; the other ranks get
+ * NEXAR_ERR_MISMATCH). Blocks of one output buffer must not overlap each
+ * other, nor the input (except the in-place forms named below), and every
+ * (displ + count) * element size must fit in size_t: else
+ * NEXAR_ERR_INVALID_ARGUMENT. Every one also returns NEXAR_ERR_INVALID_ARGUMENT
+ * (NULL client/arrays, bad dtype), NEXAR_ERR_TIMEOUT, NEXAR_ERR_PEER_LOST,
+ * NEXAR_ERR_ABORTED, NEXAR_ERR_NOMEM. */
+
+/** Every rank contributes send_count elements; rank i's block lands at
+ * recv + recv_displs[i] (recv_counts[i] elements). send_count must equal
+ * recv_counts[rank] (else NEXAR_ERR_INVALID_ARGUMENT). In place:
+ * send == recv + recv_displs[rank] * size. Also NEXAR_ERR_MISMATCH. */
+NEXAR_EXTERN int nexar_all_gather_v(nexar_client *c, const void *send, size_t send_count,
+                                    void *recv, const size_t *recv_counts,
+                                    const size_t *recv_displs, nexar_dtype dt);
+/** send holds sum(recv_counts) elements (packed in rank order); rank r
+ * receives the reduction of block r (recv_counts[r] elements) in recv. In
+ * place: recv == send + (recv_counts[0] + ... + recv_counts[r-1]) * size.
+ * Every op incl. NEXAR_AVG. Also NEXAR_ERR_MISMATCH. */
+NEXAR_EXTERN int nexar_reduce_scatter_v(nexar_client *c, const void *send, void *recv,
+                                        const size_t *recv_counts, nexar_dtype dt, nexar_op op);
+/** send_counts[j] elements at send + send_displs[j] go to rank j; the block
+ * from rank i lands at recv + recv_displs[i] and recv_counts[i] must equal
+ * what rank i sends here (else NEXAR_ERR_SIZE_MISMATCH on the receiving
+ * rank). send and recv must not overlap. */
+NEXAR_EXTERN int nexar_all_to_all_v(nexar_client *c, const void *send, const size_t *send_counts,
+                                    const size_t *send_displs, void *recv,
+                                    const size_t *recv_counts, const size_t *recv_displs,
+                                    nexar_dtype dt);
+/** Rank i's send_count elements land at root's recv + recv_displs[i]
+ * (recv_counts[i] elements, which must equal rank i's send_count, else
+ * NEXAR_ERR_SIZE_MISMATCH at the root). recv, recv_counts and recv_displs
+ * are read on root only. In place at the root: send == recv +
+ * recv_displs[root] * size. Also NEXAR_ERR_INVALID_RANK (root). */
+NEXAR_EXTERN int nexar_gather_v(nexar_client *c, const void *send, size_t send_count, void *recv,
+                                const size_t *recv_counts, const size_t *recv_displs,
+                                nexar_dtype dt, uint32_t root);
+/** Root sends send_counts[i] elements at send + send_displs[i] to rank i,
+ * which receives recv_count elements (a differing count is
+ * NEXAR_ERR_SIZE_MISMATCH on that rank). send, send_counts and send_displs
+ * are read on root only. In place at the root: recv == send +
+ * send_displs[root] * size. Also NEXAR_ERR_INVALID_RANK (root). */
+NEXAR_EXTERN int nexar_scatter_v(nexar_client *c, const void *send, const size_t *send_counts,
+                                 const size_t *send_displs, void *recv, size_t recv_count,
+                                 nexar_dtype dt, uint32_t root);
+
 /* Non-blocking forms: same arguments plus a trailing request. */
 /** Non-blocking nexar_all_reduce. */
 NEXAR_EXTERN int nexar_all_reduce_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
@@ -327,6 +415,32 @@ NEXAR_EXTERN int nexar_all_reduce_bucketed_nb(nexar_client *c, const nexar_bucke
 /** Non-blocking nexar_all_reduce_rs_ag. */
 NEXAR_EXTERN int nexar_all_reduce_rs_ag_nb(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
                                            nexar_op op, nexar_request **req);
+
+/** Non-blocking nexar_all_gather_v (counts and displs are copied: they
+ * need not outlive the call; the buffers must, until the request finishes). */
+NEXAR_EXTERN int nexar_all_gather_v_nb(nexar_client *c, const void *send, size_t send_count,
+                                       void *recv, const size_t *recv_counts,
+                                       const size_t *recv_displs, nexar_dtype dt,
+                                       nexar_request **req);
+/** Non-blocking nexar_reduce_scatter_v (recv_counts is copied). */
+NEXAR_EXTERN int nexar_reduce_scatter_v_nb(nexar_client *c, const void *send, void *recv,
+                                           const size_t *recv_counts, nexar_dtype dt, nexar_op op,
+                                           nexar_request **req);
+/** Non-blocking nexar_all_to_all_v (counts and displs are copied). */
+NEXAR_EXTERN int nexar_all_to_all_v_nb(nexar_client *c, const void *send,
+                                       const size_t *send_counts, const size_t *send_displs,
+                                       void *recv, const size_t *recv_counts,
+                                       const size_t *recv_displs, nexar_dtype dt,
+                                       nexar_request **req);
+/** Non-blocking nexar_gather_v (counts and displs are copied). */
+NEXAR_EXTERN int nexar_gather_v_nb(nexar_client *c, const void *send, size_t send_count,
+                                   void *recv, const size_t *recv_counts,
+                                   const size_t *recv_displs, nexar_dtype dt, uint32_t root,
+                                   nexar_request **req);
+/** Non-blocking nexar_scatter_v (counts and displs are copied). */
+NEXAR_EXTERN int nexar_scatter_v_nb(nexar_client *c, const void *send, const size_t *send_counts,
+                                    const size_t *send_displs, void *recv, size_t recv_count,
+                                    nexar_dtype dt, uint32_t root, nexar_request **req);
 
 /** Waits for req, frees it, and returns the operation's result. */
 NEXAR_EXTERN int nexar_wait(nexar_request *req);

@@ -34,6 +34,7 @@ typedef struct ring {
   unsigned win;
   const char *in;
   char *inplace, *out;
+  const size_t *ccnt, *coff; /* chunk table (reduce_scatter_v), else NULL: even split */
   char *dbl[2]; /* reduce_scatter accumulators for steps 0..n-3 (chunk-sized) */
   char *slots;  /* win receive slots */
   size_t slot_elems;
@@ -50,10 +51,10 @@ typedef struct ring_it {
 } ring_it;
 
 static size_t chunk_len(const ring *g, uint32_t c) {
-  return nx_chunk_len(g->count, g->n, c);
+  return g->ccnt ? g->ccnt[c] : nx_chunk_len(g->count, g->n, c);
 }
 static size_t chunk_off(const ring *g, uint32_t c) {
-  return nx_chunk_off(g->count, g->n, c);
+  return g->coff ? g->coff[c] : nx_chunk_off(g->count, g->n, c);
 }
 static uint32_t it_chunk(const ring *g, const ring_it *it) {
   return it->phase == 0 ? rs_recv_chunk(g->r, g->n, it->s) : ag_recv_chunk(g->r, g->n, it->s);
@@ -129,10 +130,17 @@ static int ring_process(ring *g, const ring_it *it) {
   } else if (s == n - 2) {
     dst = g->out + off * es;
   } else {
-    /* dbl[s%2] was last sent at step s-1 (holding step s-2's result). */
-    nx_sid *q = s >= 2 ? rs_req(g, s - 1, it->jseg) : NULL;
-    int rc = q ? nx_j_wait(j, q) : 0;
-    if (rc) return rc;
+    /* dbl[s%2] was last sent at step s-1 (holding step s-2's result). With
+     * uneven chunks (a chunk table) step s-2's chunk may have had no such
+     * segment while an earlier one of this parity did: wait for every send
+     * of this segment from dbl[s%2] (a waited one is cleared, so each is
+     * waited once). */
+    for (uint32_t k = s - 1; s >= 2 && k >= 1; k -= 2) {
+      nx_sid *q = rs_req(g, k, it->jseg);
+      int rc = q ? nx_j_wait(j, q) : 0;
+      if (rc) return rc;
+      if (!g->ccnt || k < 3) break;
+    }
     dst = g->dbl[s % 2] + off * es;
   }
   /* acc = (partial from ranks c+1 .. r-1) op (mine): the same order on
@@ -146,17 +154,36 @@ static int ring_process(ring *g, const ring_it *it) {
   return 0;
 }
 
+static int ring_go(ring *gp, size_t seg_elems, unsigned window);
+
 int nx_ring_run(nx_job *j, const void *in, void *inplace, void *out, size_t count, size_t seg_elems,
                 unsigned window) {
   ring g = {.j = j, .n = j->world, .r = j->rank, .es = j->es, .count = count};
-  uint32_t n = g.n;
-  g.next = (g.r + 1) % n;
-  g.prev = (g.r + n - 1) % n;
   g.in = in;
   g.inplace = inplace;
   g.out = out;
+  return ring_go(&g, seg_elems, window);
+}
+
+int nx_ring_run_v(nx_job *j, const void *in, void *out, const size_t *counts, const size_t *offs,
+                  size_t seg_elems, unsigned window) {
+  ring g = {.j = j, .n = j->world, .r = j->rank, .es = j->es, .ccnt = counts, .coff = offs};
+  g.in = in;
+  g.out = out;
+  return ring_go(&g, seg_elems, window);
+}
+
+static int ring_go(ring *gp, size_t seg_elems, unsigned window) {
+  ring g = *gp;
+  nx_job *j = g.j;
+  void *inplace = g.inplace;
+  uint32_t n = g.n;
+  g.next = (g.r + 1) % n;
+  g.prev = (g.r + n - 1) % n;
   g.win = window ? window : 1;
-  size_t maxchunk = nx_chunk_len(count, n, 0);
+  size_t maxchunk = 0;
+  for (uint32_t c = 0; c < n; c++)
+    maxchunk = NX_MAX(maxchunk, chunk_len(&g, c));
   g.seg = seg_elems ? seg_elems : 1;
   g.slot_elems = NX_MIN(g.seg, maxchunk);
 

@@ -30,6 +30,14 @@ typedef struct nx_job {
   const nexar_bucket *buckets; /* bucketed (for _nb: bucket_copy) */
   size_t nbuckets;
   nexar_bucket *bucket_copy;
+  /* Variable-count collectives: per-rank counts and displacements in
+   * elements, displacements never NULL once validated (packed ones filled
+   * in). Send side: all_to_all_v, scatter_v (root); receive side:
+   * all_gather_v, reduce_scatter_v (packed), all_to_all_v, gather_v (root).
+   * count holds the single count: all_gather_v's and gather_v's send_count,
+   * scatter_v's recv_count. */
+  const size_t *scounts, *sdispls, *rcounts, *rdispls;
+  size_t *vmem;        /* owned copy of those arrays (freed with the job) */
   uint32_t color, key; /* split */
   nexar_client **out;  /* split */
   nexar_request *req;  /* _nb */
@@ -55,6 +63,12 @@ int nx_j_isend(nx_job *j, uint32_t dest, uint32_t round, uint32_t seg, const voi
                nx_sid *out);
 int nx_j_irecv(nx_job *j, uint32_t src, uint32_t round, uint32_t seg, void *p, size_t len,
                nx_sid *out);
+/* As nx_j_isend / nx_j_irecv, but an empty message is still a message (the
+ * variable-count collectives, whose receivers learn lengths from frames). */
+int nx_j_isend0(nx_job *j, uint32_t dest, uint32_t round, uint32_t seg, const void *p, size_t len,
+                nx_sid *out);
+int nx_j_irecv0(nx_job *j, uint32_t src, uint32_t round, uint32_t seg, void *p, size_t len,
+                nx_sid *out);
 /* Every later step waits for *r (0: nothing); clears it. */
 int nx_j_wait(nx_job *j, nx_sid *r);
 int nx_j_waitall(nx_job *j, nx_sid *r, size_t n);
@@ -88,6 +102,20 @@ int nx_run_scatter(nx_job *j);
 int nx_run_alltoall(nx_job *j);
 int nx_run_scan(nx_job *j);
 int nx_run_split(nx_job *j);
+/* vcoll.c: the variable-count collectives. */
+int nx_run_allgather_v(nx_job *j);
+int nx_run_reduce_scatter_v(nx_job *j);
+int nx_run_alltoall_v(nx_job *j);
+int nx_run_gather_v(nx_job *j);
+int nx_run_scatter_v(nx_job *j);
+/* 1 for the variable-count kinds. */
+int nx_kind_is_v(int kind);
+/* Checks a variable-count job's arguments (j->es set) and replaces its
+ * count/displs arrays by normalised copies in j->vmem (allocated here, also
+ * on failure: the caller frees it). 0 or an error (thread's text set). */
+int nx_validate_v(nx_job *j, uint32_t rank, uint32_t world);
+/* The signature count of a validated job: a hash of the shared counts. */
+uint64_t nx_v_sig_count(const nx_job *j, uint32_t world);
 
 /* Ring reduce-scatter (+ allgather) over count elements split in world chunks.
  * in: the input vector; inplace: also the output (allreduce, both phases);
@@ -95,6 +123,10 @@ int nx_run_split(nx_job *j);
  * seg_elems: segment length, window: receives posted ahead. */
 int nx_ring_run(nx_job *j, const void *in, void *inplace, void *out, size_t count, size_t seg_elems,
                 unsigned window);
+/* The ring's reduce-scatter with chunk c = [offs[c], offs[c] + counts[c])
+ * (elements) instead of an even split: reduce_scatter_v. */
+int nx_ring_run_v(nx_job *j, const void *in, void *out, const size_t *counts, const size_t *offs,
+                  size_t seg_elems, unsigned window);
 
 /* run.c: a job's life outside its call. nx_run_new copies j (with its
  * buckets) into a run with a pending request; after nx_coll_begin on it,

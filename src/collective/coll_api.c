@@ -19,15 +19,20 @@ static int is_reduction(int kind) {
   case NX_COLL_EXSCAN:
   case NX_COLL_ALL_REDUCE_BUCKETED:
   case NX_COLL_ALL_REDUCE_RS_AG:
+  case NX_COLL_REDUCE_SCATTER_V:
     return 1;
   default:
     return 0;
   }
 }
 
+static int is_scan(int kind) {
+  return kind == NX_COLL_SCAN || kind == NX_COLL_EXSCAN;
+}
+
 static int has_root(int kind) {
   return kind == NX_COLL_BROADCAST || kind == NX_COLL_REDUCE || kind == NX_COLL_GATHER ||
-         kind == NX_COLL_SCATTER;
+         kind == NX_COLL_SCATTER || kind == NX_COLL_GATHER_V || kind == NX_COLL_SCATTER_V;
 }
 
 static int has_dtype(int kind) {
@@ -92,8 +97,15 @@ static int validate(nx_job *j, uint32_t rank, uint32_t world) {
   }
   if (is_reduction(k) && !nx_op_valid(j->op))
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: invalid reduction op %d", name, (int)j->op);
+  if (is_reduction(k) && !nx_op_dtype_valid(j->dt, j->op))
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: op %s needs an integer dtype, not %s", name,
+                   nexar_op_name(j->op), nexar_dtype_name(j->dt));
+  if (is_scan(k) && j->op == NEXAR_AVG)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "%s: op avg is not defined for prefix reductions (divide the sum)", name);
   if (has_root(k) && j->root >= world)
     return nx_fail(NEXAR_ERR_INVALID_RANK, "%s: root %u outside world of %u", name, j->root, world);
+  if (nx_kind_is_v(k)) return nx_validate_v(j, rank, world);
   if (k == NX_COLL_ALL_REDUCE_BUCKETED) return validate_buckets(j, name);
   if (k == NX_COLL_SPLIT && !j->out)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: out is NULL", name);
@@ -171,6 +183,16 @@ static int run_algo(nx_job *j) {
     return nx_run_allreduce_rs_ag(j);
   case NX_COLL_SPLIT:
     return nx_run_split(j);
+  case NX_COLL_ALL_GATHER_V:
+    return nx_run_allgather_v(j);
+  case NX_COLL_REDUCE_SCATTER_V:
+    return nx_run_reduce_scatter_v(j);
+  case NX_COLL_ALL_TO_ALL_V:
+    return nx_run_alltoall_v(j);
+  case NX_COLL_GATHER_V:
+    return nx_run_gather_v(j);
+  case NX_COLL_SCATTER_V:
+    return nx_run_scatter_v(j);
   }
   return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "unknown collective %d", j->kind);
 }
@@ -187,9 +209,17 @@ static int run_algo(nx_job *j) {
  *   after which each rank has (transitively, every hop checked) heard from
  *   all. Collectives whose result depends on every rank need only the token:
  *   a disagreeing rank's data cannot reach anyone. */
-static int partial_dependency(int kind) {
+static int partial_dependency(const nx_job *j) {
+  int kind = j->kind;
+  if (kind == NX_COLL_REDUCE_SCATTER_V) {
+    /* an empty chunk never travels: a rank need not hear from everyone */
+    for (uint32_t i = 0; i < j->world; i++)
+      if (j->rcounts[i] == 0) return 1;
+    return 0;
+  }
   return kind == NX_COLL_BROADCAST || kind == NX_COLL_REDUCE || kind == NX_COLL_GATHER ||
-         kind == NX_COLL_SCATTER || kind == NX_COLL_SCAN || kind == NX_COLL_EXSCAN;
+         kind == NX_COLL_SCATTER || kind == NX_COLL_SCAN || kind == NX_COLL_EXSCAN ||
+         kind == NX_COLL_GATHER_V || kind == NX_COLL_SCATTER_V;
 }
 
 #define NX_ROUND_TOKEN 0xfffffff0u
@@ -209,16 +239,48 @@ static int partial_dependency(int kind) {
  * is a mismatch too. Saves one message per rank (about 9 us at n = 2). */
 static int first_send_to_next(const nx_job *j, uint32_t r) {
   uint32_t n = j->world;
+  /* every pair exchanges a message (empty ones too), posted before any wait */
+  if (j->kind == NX_COLL_ALL_GATHER_V || j->kind == NX_COLL_ALL_TO_ALL_V) return 1;
   if (j->kind != NX_COLL_ALL_REDUCE || j->count == 0 || (n & (n - 1)) != 0) return 0;
   nx_ar_algo a = nx_algo_allreduce(j->count, j->es, n, &j->params);
   if (n == 2) return a == NX_AR_RECDBL || j->count >= 2;
   return a == NX_AR_RECDBL && (r & 1u) == 0;
 }
 
-int nx_job_build(nx_job *j) {
+/* NEXAR_AVG: the algorithms reduce it as a sum; this step, the last of the
+ * schedule, divides the final sum in place, once, on every rank that holds a
+ * result (so all ranks of an allreduce divide the same bits the same way). */
+static int avg_step(void *arg) {
+  nx_job *j = arg;
+  uint32_t n = j->world;
+  switch (j->kind) {
+  case NX_COLL_ALL_REDUCE:
+  case NX_COLL_ALL_REDUCE_RS_AG:
+    nx_avg_div(j->buf, j->count, j->dt, n);
+    break;
+  case NX_COLL_REDUCE:
+    if (j->rank == j->root) nx_avg_div(j->buf, j->count, j->dt, n);
+    break;
+  case NX_COLL_REDUCE_SCATTER:
+    nx_avg_div(j->recv, j->count, j->dt, n);
+    break;
+  case NX_COLL_REDUCE_SCATTER_V:
+    nx_avg_div(j->recv, j->rcounts[j->rank], j->dt, n);
+    break;
+  case NX_COLL_ALL_REDUCE_BUCKETED:
+    for (size_t i = 0; i < j->nbuckets; i++)
+      nx_avg_div(j->buckets[i].buf, j->buckets[i].count, j->dt, n);
+    break;
+  default:
+    break;
+  }
+  return 0;
+}
+
+static int build_body(nx_job *j) {
   uint32_t n = j->world, r = j->rank;
   if (n == 1 || j->kind == NX_COLL_BARRIER) return run_algo(j);
-  if (partial_dependency(j->kind)) {
+  if (partial_dependency(j)) {
     int rc = nx_sync(j, NX_ROUND_SYNC);
     return rc ? rc : run_algo(j);
   }
@@ -233,6 +295,18 @@ int nx_job_build(nx_job *j) {
   if (!rc) rc = nx_j_waitall(j, q, 2);
   return rc;
 }
+
+int nx_job_build(nx_job *j) {
+  int rc = build_body(j);
+  if (!rc && j->world > 1 && is_reduction(j->kind) && j->op == NEXAR_AVG) {
+    nx_sched_wait_all(&j->sched); /* no send still reads what is divided */
+    nx_j_call(j, avg_step);
+  }
+  return rc;
+}
+
+static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sig, int vrc, int nb,
+                     nexar_request **req);
 
 /* Validates, starts (fixing the order on this thread) and posts the
  * schedule; a blocking call then waits for it here (driving the engine,
@@ -254,6 +328,18 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
       .root = has_root(j->kind) ? j->root : 0,
       .count = j->kind == NX_COLL_SPLIT ? 1 : (uint64_t)j->count,
   };
+  if (nx_kind_is_v(j->kind))
+    sig.count = vrc ? 0 : nx_v_sig_count(j, nexar_world_size(j->c));
+  if (run) j->vmem = NULL; /* the run owns it now */
+  int rc = coll_post(j, run, &sig, vrc, nb, req);
+  free(j->vmem); /* a call refused before it had a run */
+  j->vmem = NULL;
+  return rc;
+}
+
+static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, int nb,
+                     nexar_request **req) {
+  nx_coll_sig sig = *sigp;
   nx_job *at = run ? run : j; /* a refused call still takes its place */
   int rc = nx_coll_begin(j->c, &sig, &at->k);
   if (rc) {
@@ -424,4 +510,79 @@ int nexar_all_reduce_rs_ag_nb(nexar_client *c, void *buf, size_t count, nexar_dt
 int nexar_split(nexar_client *c, uint32_t color, uint32_t key, nexar_client **out) {
   JOB(NX_COLL_SPLIT, .color = color, .key = key, .out = out);
   return coll_call(&j, 0, NULL);
+}
+
+/* ------------------------------------------------ variable-count forms */
+
+int nexar_all_gather_v(nexar_client *c, const void *send, size_t send_count, void *recv,
+                       const size_t *recv_counts, const size_t *recv_displs, nexar_dtype dt) {
+  JOB(NX_COLL_ALL_GATHER_V, .send = send, .count = send_count, .recv = recv,
+      .rcounts = recv_counts, .rdispls = recv_displs, .dt = dt);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_all_gather_v_nb(nexar_client *c, const void *send, size_t send_count, void *recv,
+                          const size_t *recv_counts, const size_t *recv_displs, nexar_dtype dt,
+                          nexar_request **req) {
+  JOB(NX_COLL_ALL_GATHER_V, .send = send, .count = send_count, .recv = recv,
+      .rcounts = recv_counts, .rdispls = recv_displs, .dt = dt);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_reduce_scatter_v(nexar_client *c, const void *send, void *recv,
+                           const size_t *recv_counts, nexar_dtype dt, nexar_op op) {
+  JOB(NX_COLL_REDUCE_SCATTER_V, .send = send, .recv = recv, .rcounts = recv_counts, .dt = dt,
+      .op = op);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_reduce_scatter_v_nb(nexar_client *c, const void *send, void *recv,
+                              const size_t *recv_counts, nexar_dtype dt, nexar_op op,
+                              nexar_request **req) {
+  JOB(NX_COLL_REDUCE_SCATTER_V, .send = send, .recv = recv, .rcounts = recv_counts, .dt = dt,
+      .op = op);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_all_to_all_v(nexar_client *c, const void *send, const size_t *send_counts,
+                       const size_t *send_displs, void *recv, const size_t *recv_counts,
+                       const size_t *recv_displs, nexar_dtype dt) {
+  JOB(NX_COLL_ALL_TO_ALL_V, .send = send, .scounts = send_counts, .sdispls = send_displs,
+      .recv = recv, .rcounts = recv_counts, .rdispls = recv_displs, .dt = dt);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_all_to_all_v_nb(nexar_client *c, const void *send, const size_t *send_counts,
+                          const size_t *send_displs, void *recv, const size_t *recv_counts,
+                          const size_t *recv_displs, nexar_dtype dt, nexar_request **req) {
+  JOB(NX_COLL_ALL_TO_ALL_V, .send = send, .scounts = send_counts, .sdispls = send_displs,
+      .recv = recv, .rcounts = recv_counts, .rdispls = recv_displs, .dt = dt);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_gather_v(nexar_client *c, const void *send, size_t send_count, void *recv,
+                   const size_t *recv_counts, const size_t *recv_displs, nexar_dtype dt,
+                   uint32_t root) {
+  JOB(NX_COLL_GATHER_V, .send = send, .count = send_count, .recv = recv, .rcounts = recv_counts,
+      .rdispls = recv_displs, .dt = dt, .root = root);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_gather_v_nb(nexar_client *c, const void *send, size_t send_count, void *recv,
+                      const size_t *recv_counts, const size_t *recv_displs, nexar_dtype dt,
+                      uint32_t root, nexar_request **req) {
+  JOB(NX_COLL_GATHER_V, .send = send, .count = send_count, .recv = recv, .rcounts = recv_counts,
+      .rdispls = recv_displs, .dt = dt, .root = root);
+  return coll_call(&j, 1, req);
+}
+
+int nexar_scatter_v(nexar_client *c, const void *send, const size_t *send_counts,
+                    const size_t *send_displs, void *recv, size_t recv_count, nexar_dtype dt,
+                    uint32_t root) {
+  JOB(NX_COLL_SCATTER_V, .send = send, .scounts = send_counts, .sdispls = send_displs,
+      .recv = recv, .count = recv_count, .dt = dt, .root = root);
+  return coll_call(&j, 0, NULL);
+}
+int nexar_scatter_v_nb(nexar_client *c, const void *send, const size_t *send_counts,
+                       const size_t *send_displs, void *recv, size_t recv_count, nexar_dtype dt,
+                       uint32_t root, nexar_request **req) {
+  JOB(NX_COLL_SCATTER_V, .send = send, .scounts = send_counts, .sdispls = send_displs,
+      .recv = recv, .count = recv_count, .dt = dt, .root = root);
+  return coll_call(&j, 1, req);
 }

@@ -75,9 +75,13 @@ int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count, nexar_
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_compressed: NULL argument");
   if (!nx_dtype_valid(dt) || !nx_op_valid(op))
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_compressed: bad dtype or op");
-  if (op != NEXAR_SUM ||
+  if (!nx_op_dtype_valid(dt, op))
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "all_reduce_compressed: op %s needs an integer dtype, not %s",
+                   nexar_op_name(op), nexar_dtype_name(dt));
+  if ((op != NEXAR_SUM && op != NEXAR_AVG) ||
       (dt != NEXAR_F32 && dt != NEXAR_F64 && dt != NEXAR_F16 && dt != NEXAR_BF16))
-    return nx_fail(NEXAR_ERR_UNSUPPORTED, "all_reduce_compressed: needs sum over a float type");
+    return nx_fail(NEXAR_ERR_UNSUPPORTED, "all_reduce_compressed: needs sum or avg over a float type");
   if (count > UINT32_MAX)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_compressed: count above 2^32");
   size_t es = nexar_dtype_size(dt), n = c->size;
@@ -131,6 +135,7 @@ int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count, nexar_
         }
         nx_reduce((uint8_t *)buf + (size_t)idx * es, all + (r * k + j) * rec + 4, 1, dt, NEXAR_SUM);
       }
+    if (!rc && op == NEXAR_AVG) nx_avg_div(buf, count, dt, (uint32_t)n); /* once, on the sum */
   }
   free(mine), free(all), free(acc), free(cands);
   return rc;

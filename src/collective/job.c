@@ -19,10 +19,15 @@ static const char *const nx_op_names[] = {
     [NX_COLL_ALL_REDUCE_BUCKETED] = "all_reduce_bucketed",
     [NX_COLL_ALL_REDUCE_RS_AG] = "all_reduce_rs_ag",
     [NX_COLL_SPLIT] = "split",
+    [NX_COLL_ALL_GATHER_V] = "all_gather_v",
+    [NX_COLL_REDUCE_SCATTER_V] = "reduce_scatter_v",
+    [NX_COLL_ALL_TO_ALL_V] = "all_to_all_v",
+    [NX_COLL_GATHER_V] = "gather_v",
+    [NX_COLL_SCATTER_V] = "scatter_v",
 };
 
 const char *nx_job_name(const nx_job *j) {
-  if (j->kind > 0 && j->kind <= NX_COLL_SPLIT && nx_op_names[j->kind]) return nx_op_names[j->kind];
+  if (j->kind > 0 && j->kind <= NX_COLL_LAST && nx_op_names[j->kind]) return nx_op_names[j->kind];
   return "collective";
 }
 
@@ -47,6 +52,19 @@ int nx_j_isend(nx_job *j, uint32_t dest, uint32_t round, uint32_t seg, const voi
 int nx_j_irecv(nx_job *j, uint32_t src, uint32_t round, uint32_t seg, void *p, size_t len,
                nx_sid *out) {
   *out = nx_sched_recv(&j->sched, src, round, seg, p, len);
+  return 0;
+}
+
+/* An empty message gets a valid pointer (the sink), never NULL. */
+int nx_j_isend0(nx_job *j, uint32_t dest, uint32_t round, uint32_t seg, const void *p, size_t len,
+                nx_sid *out) {
+  *out = nx_sched_send0(&j->sched, dest, round, seg, len ? p : j->sink, len);
+  return 0;
+}
+
+int nx_j_irecv0(nx_job *j, uint32_t src, uint32_t round, uint32_t seg, void *p, size_t len,
+                nx_sid *out) {
+  *out = nx_sched_recv0(&j->sched, src, round, seg, len ? p : j->sink, len);
   return 0;
 }
 

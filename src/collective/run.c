@@ -32,6 +32,7 @@ typedef struct nx_run {
 static void unref(nx_run *u) {
   if (atomic_fetch_sub(&u->refs, 1) != 1) return;
   free(u->j.bucket_copy);
+  free(u->j.vmem);
   free(u);
 }
 

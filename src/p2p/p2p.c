@@ -171,6 +171,52 @@ int nexar_recv_nb(nexar_client *c, void *buf, size_t len, uint32_t src, uint32_t
   return start_recv(c, &v, 1, src, tag, req);
 }
 
+/* Both posted before either is waited for, so two ranks exchanging (or a
+ * ring) never wait on each other's send, however large. */
+int nexar_sendrecv(nexar_client *c, const void *sbuf, size_t slen, uint32_t dest, uint32_t stag,
+                   void *rbuf, size_t rlen, uint32_t src, uint32_t rtag) {
+  if ((slen && !sbuf) || (rlen && !rbuf))
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "sendrecv: %s buffer is NULL with length %zu",
+                   slen && !sbuf ? "send" : "receive", slen && !sbuf ? slen : rlen);
+  uintptr_t s = (uintptr_t)sbuf, r = (uintptr_t)rbuf;
+  if (slen && rlen && s < r + rlen && r < s + slen)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "sendrecv: the send and receive buffers overlap");
+  if (c && dest >= c->size) /* checked before the receive is posted */
+    return nx_fail(NEXAR_ERR_INVALID_RANK, "sendrecv to rank %u: comm %llu has %u ranks", dest,
+                   (unsigned long long)c->id, c->size);
+  nexar_request *rr = NULL, *sr = NULL;
+  nexar_iovec rv = {rbuf, rlen}, sv = {(void *)sbuf, slen};
+  int rc = start_recv(c, &rv, 1, src, rtag, &rr);
+  if (rc) return rc;
+  rc = start_send(c, &sv, 1, dest, stag, &sr);
+  if (rc) {
+    /* nothing was sent: give the receive up (it may still match meanwhile) */
+    char why[512];
+    snprintf(why, sizeof why, "%s", nexar_last_error());
+    pthread_mutex_lock(&c->ep->mu);
+    nx_req_abandon_locked(c->ep, rr, rc, why);
+    pthread_mutex_unlock(&c->ep->mu);
+    nx_req_wait(rr);
+    nx_req_free(rr);
+    nx_set_error_text(why);
+    return rc;
+  }
+  pthread_mutex_lock(&c->ep->mu);
+  uint64_t id = nx_oplog_begin(&c->log, 0, "sendrecv", (uint64_t)slen + rlen, src, rtag);
+  pthread_mutex_unlock(&c->ep->mu);
+  int rrc = nx_req_wait(rr);
+  char why[512] = "";
+  if (rrc) snprintf(why, sizeof why, "sendrecv: %s", nexar_last_error());
+  int src2 = nx_req_wait(sr); /* the send ends too: sbuf is the caller's again */
+  if (!rrc && src2) snprintf(why, sizeof why, "sendrecv: %s", nexar_last_error());
+  nx_req_free(rr);
+  nx_req_free(sr);
+  rc = rrc ? rrc : src2;
+  nx_comm_log_end(c, id, rc, rc ? why : NULL);
+  if (rc) nx_set_error_text(why);
+  return rc;
+}
+
 static int probe(nexar_client *c, int any, uint32_t src, uint32_t tag, uint32_t *osrc,
                  size_t *len) {
   if (len) *len = 0; /* out-parameters are 0 on failure */

@@ -46,8 +46,8 @@ static nx_sid id_of(const nx_sched *s, const nx_step *st) {
 }
 
 static nx_sid msg(nx_sched *s, int kind, uint32_t peer, uint32_t round, uint32_t seg,
-                  const void *buf, size_t len) {
-  if (len == 0) return 0;
+                  const void *buf, size_t len, int empty_ok) {
+  if (len == 0 && !empty_ok) return 0;
   nx_step *st = add(s, kind, 0);
   if (!st) return 0;
   st->peer = peer;
@@ -60,12 +60,22 @@ static nx_sid msg(nx_sched *s, int kind, uint32_t peer, uint32_t round, uint32_t
 
 nx_sid nx_sched_send(nx_sched *s, uint32_t peer, uint32_t round, uint32_t seg, const void *buf,
                      size_t len) {
-  return msg(s, NX_ST_SEND, peer, round, seg, buf, len);
+  return msg(s, NX_ST_SEND, peer, round, seg, buf, len, 0);
+}
+
+nx_sid nx_sched_send0(nx_sched *s, uint32_t peer, uint32_t round, uint32_t seg, const void *buf,
+                      size_t len) {
+  return msg(s, NX_ST_SEND, peer, round, seg, buf, len, 1);
+}
+
+nx_sid nx_sched_recv0(nx_sched *s, uint32_t peer, uint32_t round, uint32_t seg, void *buf,
+                      size_t len) {
+  return msg(s, NX_ST_RECV, peer, round, seg, buf, len, 1);
 }
 
 nx_sid nx_sched_recv(nx_sched *s, uint32_t peer, uint32_t round, uint32_t seg, void *buf,
                      size_t len) {
-  return msg(s, NX_ST_RECV, peer, round, seg, buf, len);
+  return msg(s, NX_ST_RECV, peer, round, seg, buf, len, 0);
 }
 
 /* A local step is also a sequence point: a blocking algorithm would have
@@ -108,6 +118,13 @@ void nx_sched_wait(nx_sched *s, nx_sid id) {
   if (!id || id == s->sp) return;
   nx_step *st = add(s, NX_ST_NOP, id);
   if (st) s->sp = id_of(s, st);
+}
+
+void nx_sched_wait_all(nx_sched *s) {
+  /* Local steps are sequence points already; only messages can be unordered. */
+  uint32_t n = s->n;
+  for (uint32_t i = 0; i < n && !s->nomem; i++)
+    if (s->st[i].kind == NX_ST_SEND || s->st[i].kind == NX_ST_RECV) nx_sched_wait(s, i + 1);
 }
 
 /* ------------------------------------------------------------ executor */

@@ -90,6 +90,14 @@ nx_sid nx_sched_send(nx_sched *s, uint32_t peer, uint32_t round, uint32_t seg, c
                      size_t len);
 nx_sid nx_sched_recv(nx_sched *s, uint32_t peer, uint32_t round, uint32_t seg, void *buf,
                      size_t len);
+/* As nx_sched_send / nx_sched_recv, but a zero-length message is a message
+ * too (sent and expected): for the variable-count collectives, whose ranks
+ * do not know each other's counts, so an empty block still tells the
+ * receiver its length (a differing one is then a size mismatch, not a hang). */
+nx_sid nx_sched_send0(nx_sched *s, uint32_t peer, uint32_t round, uint32_t seg, const void *buf,
+                      size_t len);
+nx_sid nx_sched_recv0(nx_sched *s, uint32_t peer, uint32_t round, uint32_t seg, void *buf,
+                      size_t len);
 nx_sid nx_sched_reduce3(nx_sched *s, void *dst, const void *a, const void *b, size_t count);
 nx_sid nx_sched_reduce(nx_sched *s, void *dst, const void *src, size_t count);
 nx_sid nx_sched_copy(nx_sched *s, void *dst, const void *src, size_t bytes);
@@ -97,6 +105,9 @@ nx_sid nx_sched_fill_identity(nx_sched *s, void *dst, size_t count);
 nx_sid nx_sched_call(nx_sched *s, int (*fn)(void *arg), void *arg);
 /* Every later step waits for id (0: nothing). */
 void nx_sched_wait(nx_sched *s, nx_sid id);
+/* Every later step waits for every step added so far (messages never waited
+ * for included): what a step that rewrites an output buffer needs. */
+void nx_sched_wait_all(nx_sched *s);
 
 /* Ends building and issues the first steps. 0, or NOMEM. */
 int nx_sched_start(nx_sched *s, const nx_sched_ops *ops, void *ctx);

@@ -6,7 +6,17 @@ int nx_dtype_valid(int dt) {
 }
 
 int nx_op_valid(int op) {
-  return op >= NEXAR_SUM && op <= NEXAR_MAX;
+  return op >= NEXAR_SUM && op <= NEXAR_BXOR;
+}
+
+int nx_dtype_is_int(int dt) {
+  return nx_dtype_valid(dt) && dt != NEXAR_F32 && dt != NEXAR_F64 && dt != NEXAR_F16 &&
+         dt != NEXAR_BF16;
+}
+
+int nx_op_dtype_valid(int dt, int op) {
+  if (!nx_dtype_valid(dt) || !nx_op_valid(op)) return 0;
+  return op < NEXAR_BAND || nx_dtype_is_int(dt);
 }
 
 size_t nexar_dtype_size(nexar_dtype dt) {
@@ -36,6 +46,6 @@ const char *nexar_dtype_name(nexar_dtype dt) {
 }
 
 const char *nexar_op_name(nexar_op op) {
-  static const char *const names[] = {"sum", "prod", "min", "max"};
+  static const char *const names[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
   return nx_op_valid((int)op) ? names[op] : "?";
 }

@@ -5,6 +5,7 @@
 
 #include "core/config.h"
 
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,20 @@ HALF_OPS(bf16, bf16_to_f32, f32_to_bf16)
 INT_OPS(8)
 INT_OPS(32)
 INT_OPS(64)
+/* Bitwise operators: one definition per width serves both signs. */
+#define BIT_OPS(BITS)                                                                              \
+  static inline uint##BITS##_t band_x##BITS(uint##BITS##_t x, uint##BITS##_t y) {                  \
+    return (uint##BITS##_t)(x & y);                                                                \
+  }                                                                                                \
+  static inline uint##BITS##_t bor_x##BITS(uint##BITS##_t x, uint##BITS##_t y) {                   \
+    return (uint##BITS##_t)(x | y);                                                                \
+  }                                                                                                \
+  static inline uint##BITS##_t bxor_x##BITS(uint##BITS##_t x, uint##BITS##_t y) {                  \
+    return (uint##BITS##_t)(x ^ y);                                                                \
+  }
+BIT_OPS(8)
+BIT_OPS(32)
+BIT_OPS(64)
 #define sum_i8 sum_u8
 #define prod_i8 prod_u8
 #define sum_i32 sum_u32
@@ -253,18 +268,27 @@ KERNELS(i64, u64)
 KERNELS(u8, u8)
 KERNELS(u32, u32)
 KERNELS(u64, u64)
+#define BIT_KERNELS(W, LD) KERNEL(band_##W, LD) KERNEL(bor_##W, LD) KERNEL(bxor_##W, LD)
+BIT_KERNELS(x8, u8)
+BIT_KERNELS(x32, u32)
+BIT_KERNELS(x64, u64)
 
 typedef void (*kernel_fn)(unsigned char *, const unsigned char *, const unsigned char *, size_t);
 
+/* NEXAR_AVG reduces as a sum (nx_avg_div divides the final sum once); floats
+ * have no bitwise kernels (callers refuse them: nx_op_dtype_valid). */
 #define ROW(T)                                                                                     \
-  { k_sum_##T, k_prod_##T, k_min_##T, k_max_##T }
+  { k_sum_##T, k_prod_##T, k_min_##T, k_max_##T, k_sum_##T, NULL, NULL, NULL }
+#define IROW(T, W)                                                                                 \
+  { k_sum_##T, k_prod_##T, k_min_##T, k_max_##T, k_sum_##T, k_band_##W, k_bor_##W, k_bxor_##W }
 /* Indexed by the wire values of nexar_dtype and nexar_op. */
-static const kernel_fn scalar_kernels[10][4] = {ROW(f32), ROW(f64), ROW(f16), ROW(bf16), ROW(i8),
-                                                ROW(i32), ROW(i64), ROW(u8),  ROW(u32),  ROW(u64)};
+static const kernel_fn scalar_kernels[10][8] = {
+    ROW(f32),       ROW(f64),       ROW(f16),      ROW(bf16),      IROW(i8, x8),
+    IROW(i32, x32), IROW(i64, x64), IROW(u8, x8), IROW(u32, x32), IROW(u64, x64)};
 
 void nx_reduce3_scalar(void *dst, const void *a, const void *b, size_t count, nexar_dtype dt,
                        nexar_op op) {
-  if (count == 0 || !nx_dtype_valid((int)dt) || !nx_op_valid((int)op)) return;
+  if (count == 0 || !nx_op_dtype_valid((int)dt, (int)op)) return;
   scalar_kernels[dt][op](dst, a, b, count);
 }
 
@@ -275,10 +299,11 @@ void nx_reduce_scalar(void *dst, const void *src, size_t count, nexar_dtype dt, 
 /* ----------------------------------------------------------- identities */
 
 void nx_fill_identity(void *buf, size_t count, nexar_dtype dt, nexar_op op) {
-  if (count == 0 || !nx_dtype_valid((int)dt) || !nx_op_valid((int)op)) return;
+  if (count == 0 || !nx_op_dtype_valid((int)dt, (int)op)) return;
   /* Bit patterns, indexed [op][dt]; signed types differ from unsigned only
-   * for min and max. */
-  static const uint64_t id[4][10] = {
+   * for min and max. avg is a sum until its final division; band's identity
+   * is all ones (the low `size` bytes are taken below). */
+  static const uint64_t id[8][10] = {
       /* f32, f64, f16, bf16, i8, i32, i64, u8, u32, u64 */
       {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
       {0x3f800000u, 0x3ff0000000000000ull, 0x3c00u, 0x3f80u, 1, 1, 1, 1, 1, 1},
@@ -286,6 +311,10 @@ void nx_fill_identity(void *buf, size_t count, nexar_dtype dt, nexar_op op) {
        0x7fffffffffffffffull, 0xffu, 0xffffffffu, 0xffffffffffffffffull},
       {0xff800000u, 0xfff0000000000000ull, 0xfc00u, 0xff80u, 0x80u, 0x80000000u,
        0x8000000000000000ull, 0, 0, 0},
+      {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {0, 0, 0, 0, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull, ~0ull},
+      {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
   };
   size_t size = nexar_dtype_size(dt);
   uint64_t v = id[op][dt];
@@ -300,6 +329,78 @@ void nx_fill_identity(void *buf, size_t count, nexar_dtype dt, nexar_op op) {
   }
   for (size_t i = 0; i < count; i++)
     memcpy(p + i * size, elem, size);
+}
+
+/* ------------------------------------------------------------- average */
+
+/* q rounded to float with round-to-odd (truncate, then set the last bit when
+ * inexact): a value with 24 bits that rounds to any narrower format exactly
+ * as q itself would, so the f16/bf16 quotient below is rounded once. */
+static float f64_to_f32_odd(double q) {
+  float t = (float)q;
+  if ((double)t == q || q != q) return t;
+  uint32_t b = f32_bits(t);
+  if (fabs((double)t) > fabs(q)) b -= 1; /* rounded away from zero: step back */
+  return f32_from(b | 1u);
+}
+
+/* In the 64-bit type of the same sign (n does not fit in a narrow one); C
+ * division truncates toward zero, as NCCL's. */
+#define AVG_INT(NAME, T, W)                                                                        \
+  static void avg_##NAME(unsigned char *p, size_t count, uint32_t n) {                             \
+    for (size_t i = 0; i < count; i++) {                                                           \
+      T v;                                                                                         \
+      memcpy(&v, p + i * sizeof v, sizeof v);                                                      \
+      v = (T)((W)v / (W)n);                                                                        \
+      memcpy(p + i * sizeof v, &v, sizeof v);                                                      \
+    }                                                                                              \
+  }
+AVG_INT(i8, int8_t, int64_t)
+AVG_INT(i32, int32_t, int64_t)
+AVG_INT(i64, int64_t, int64_t)
+AVG_INT(u8, uint8_t, uint64_t)
+AVG_INT(u32, uint32_t, uint64_t)
+AVG_INT(u64, uint64_t, uint64_t)
+
+void nx_avg_div(void *buf, size_t count, nexar_dtype dt, uint32_t n) {
+  unsigned char *p = buf;
+  if (count == 0 || n <= 1 || !nx_dtype_valid((int)dt)) return;
+  switch (dt) {
+  case NEXAR_F32:
+    for (size_t i = 0; i < count; i++)
+      st_f32(p, i, canon_f32(ld_f32(p, i) / (float)n)); /* n < 2^24: exact as a float */
+    return;
+  case NEXAR_F64:
+    for (size_t i = 0; i < count; i++)
+      st_f64(p, i, canon_f64(ld_f64(p, i) / (double)n));
+    return;
+  case NEXAR_F16:
+    for (size_t i = 0; i < count; i++)
+      st_u16(p, i, f32_to_f16(canon_f32(f64_to_f32_odd((double)f16_to_f32(ld_u16(p, i)) / n))));
+    return;
+  case NEXAR_BF16:
+    for (size_t i = 0; i < count; i++)
+      st_u16(p, i, f32_to_bf16(canon_f32(f64_to_f32_odd((double)bf16_to_f32(ld_u16(p, i)) / n))));
+    return;
+  case NEXAR_I8:
+    avg_i8(p, count, n);
+    return;
+  case NEXAR_I32:
+    avg_i32(p, count, n);
+    return;
+  case NEXAR_I64:
+    avg_i64(p, count, n);
+    return;
+  case NEXAR_U8:
+    avg_u8(p, count, n);
+    return;
+  case NEXAR_U32:
+    avg_u32(p, count, n);
+    return;
+  case NEXAR_U64:
+    avg_u64(p, count, n);
+    return;
+  }
 }
 
 /* ------------------------------------------------------------ dispatch */
@@ -376,7 +477,7 @@ const char *nx_reduce_impl_name(void) {
 
 void nx_reduce3(void *dst, const void *a, const void *b, size_t count, nexar_dtype dt,
                 nexar_op op) {
-  if (count == 0 || !nx_dtype_valid((int)dt) || !nx_op_valid((int)op)) return;
+  if (count == 0 || !nx_op_dtype_valid((int)dt, (int)op)) return;
   switch (impl_current()) {
 #if NX_REDUCE_X86
   case IMPL_AVX512:

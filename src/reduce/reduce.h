@@ -28,6 +28,10 @@
 /* 1 if dt (op) names an element type (operator) of nexar.h. */
 int nx_dtype_valid(int dt);
 int nx_op_valid(int op);
+/* 1 if dt is an integer type. */
+int nx_dtype_is_int(int dt);
+/* 1 if op applies to dt (both valid; the bitwise ops need an integer dtype). */
+int nx_op_dtype_valid(int dt, int op);
 
 /* dst[i] = dst[i] op src[i] with the fastest available kernel. Callers
  * validate dt and op; invalid values leave dst untouched. */
@@ -39,8 +43,17 @@ void nx_reduce_scalar(void *dst, const void *src, size_t count, nexar_dtype dt, 
 void nx_reduce3_scalar(void *dst, const void *a, const void *b, size_t count, nexar_dtype dt,
                        nexar_op op);
 
+/* NEXAR_AVG: the kernels reduce it as a sum; nx_avg_div then divides the
+ * final sum by n (the number of ranks), once, in place: f32/f64 by IEEE
+ * division, f16/bf16 through f64 with a single rounding to nearest even
+ * (exactly the correctly rounded quotient), integers by C division
+ * (truncation toward zero) of the wrapped sum. NaN results are the default
+ * NaN. n <= 1 leaves buf unchanged. */
+void nx_avg_div(void *buf, size_t count, nexar_dtype dt, uint32_t n);
+
 /* Fills buf with count copies of op's identity: sum 0, prod 1, min +inf
- * (largest value for integers), max -inf (smallest value). */
+ * (largest value for integers), max -inf (smallest value), avg 0 (a sum),
+ * band all ones, bor 0, bxor 0. */
 void nx_fill_identity(void *buf, size_t count, nexar_dtype dt, nexar_op op);
 
 /* 16-bit float conversions, round to nearest even with subnormals, infinities

@@ -227,24 +227,38 @@ K_INT(k_min_i64, 8, _mm512_min_epi64)
 K_INT(k_max_i64, 8, _mm512_max_epi64)
 K_INT(k_min_u64, 8, _mm512_min_epu64)
 K_INT(k_max_u64, 8, _mm512_max_epu64)
+/* Bitwise operators: the same bits whatever the element width or sign. */
+K_INT(k_band_x8, 1, _mm512_and_si512)
+K_INT(k_bor_x8, 1, _mm512_or_si512)
+K_INT(k_bxor_x8, 1, _mm512_xor_si512)
+K_INT(k_band_x32, 4, _mm512_and_si512)
+K_INT(k_bor_x32, 4, _mm512_or_si512)
+K_INT(k_bxor_x32, 4, _mm512_xor_si512)
+K_INT(k_band_x64, 8, _mm512_and_si512)
+K_INT(k_bor_x64, 8, _mm512_or_si512)
+K_INT(k_bxor_x64, 8, _mm512_xor_si512)
 
 /* Indexed [nexar_dtype][nexar_op]. */
-static const kernel_fn kernels[10][4] = {
-    {k_sum_f32, k_prod_f32, k_min_f32, k_max_f32},
-    {k_sum_f64, k_prod_f64, k_min_f64, k_max_f64},
-    {k_sum_f16, k_prod_f16, k_min_f16, k_max_f16},
-    {k_sum_bf16, k_prod_bf16, k_min_bf16, k_max_bf16},
-    {k_sum_x8, k_prod_x8, k_min_i8, k_max_i8},
-    {k_sum_x32, k_prod_x32, k_min_i32, k_max_i32},
-    {k_sum_x64, k_prod_x64, k_min_i64, k_max_i64},
-    {k_sum_x8, k_prod_x8, k_min_u8, k_max_u8},
-    {k_sum_x32, k_prod_x32, k_min_u32, k_max_u32},
-    {k_sum_x64, k_prod_x64, k_min_u64, k_max_u64},
+/* NEXAR_AVG reduces as a sum (the division is a separate pass); the bitwise
+ * operators have no float kernels (callers refuse them). */
+static const kernel_fn kernels[10][8] = {
+    {k_sum_f32, k_prod_f32, k_min_f32, k_max_f32, k_sum_f32, NULL, NULL, NULL},
+    {k_sum_f64, k_prod_f64, k_min_f64, k_max_f64, k_sum_f64, NULL, NULL, NULL},
+    {k_sum_f16, k_prod_f16, k_min_f16, k_max_f16, k_sum_f16, NULL, NULL, NULL},
+    {k_sum_bf16, k_prod_bf16, k_min_bf16, k_max_bf16, k_sum_bf16, NULL, NULL, NULL},
+    {k_sum_x8, k_prod_x8, k_min_i8, k_max_i8, k_sum_x8, k_band_x8, k_bor_x8, k_bxor_x8},
+    {k_sum_x32, k_prod_x32, k_min_i32, k_max_i32, k_sum_x32, k_band_x32, k_bor_x32, k_bxor_x32},
+    {k_sum_x64, k_prod_x64, k_min_i64, k_max_i64, k_sum_x64, k_band_x64, k_bor_x64, k_bxor_x64},
+    {k_sum_x8, k_prod_x8, k_min_u8, k_max_u8, k_sum_x8, k_band_x8, k_bor_x8, k_bxor_x8},
+    {k_sum_x32, k_prod_x32, k_min_u32, k_max_u32, k_sum_x32, k_band_x32, k_bor_x32, k_bxor_x32},
+    {k_sum_x64, k_prod_x64, k_min_u64, k_max_u64, k_sum_x64, k_band_x64, k_bor_x64, k_bxor_x64},
 };
 
 void nx_reduce3_avx512(void *dst, const void *a, const void *b, size_t count, nexar_dtype dt,
                        nexar_op op) {
-  size_t done = kernels[dt][op](dst, a, b, count);
+  kernel_fn k = kernels[dt][op];
+  if (!k) return;
+  size_t done = k(dst, a, b, count);
   if (done < count) {
     size_t off = done * nexar_dtype_size(dt);
     nx_reduce3_scalar((uchar *)dst + off, (const uchar *)a + off, (const uchar *)b + off,

@@ -42,15 +42,25 @@ static const char *op_name(uint8_t op) {
                                 "barrier",
                                 "all_reduce_bucketed",
                                 "all_reduce_rs_ag",
-                                "split"};
+                                "split",
+                                "all_gather_v",
+                                "reduce_scatter_v",
+                                "all_to_all_v",
+                                "gather_v",
+                                "scatter_v"};
   return op < sizeof names / sizeof *names ? names[op] : "?";
 }
 
 static void describe(char *buf, size_t cap, uint8_t op, uint8_t dt, uint8_t redop, uint32_t root,
                      uint64_t count) {
-  snprintf(buf, cap, "%s(count=%llu, dtype=%s, op=%s, root=%u)", op_name(op),
-           (unsigned long long)count, nexar_dtype_name((nexar_dtype)dt),
-           nexar_op_name((nexar_op)redop), root);
+  if (op == NX_COLL_ALL_GATHER_V || op == NX_COLL_REDUCE_SCATTER_V)
+    snprintf(buf, cap, "%s(counts hash=%llx, dtype=%s, op=%s)", op_name(op),
+             (unsigned long long)count, nexar_dtype_name((nexar_dtype)dt),
+             nexar_op_name((nexar_op)redop));
+  else
+    snprintf(buf, cap, "%s(count=%llu, dtype=%s, op=%s, root=%u)", op_name(op),
+             (unsigned long long)count, nexar_dtype_name((nexar_dtype)dt),
+             nexar_op_name((nexar_op)redop), root);
 }
 
 static int sig_equal(const nx_frame *f, const nx_coll_sig *s) {
@@ -167,10 +177,14 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   }
   k->c = c;
   k->ac.seq = c->next_seq++;
+  int vcount = sig->op >= NX_COLL_ALL_GATHER_V; /* sig->count is no element count */
   k->log_id = nx_oplog_begin(&c->log, k->ac.seq, op_name(sig->op),
-                             sig->count * NX_MAX(nexar_dtype_size((nexar_dtype)sig->dtype), 1),
+                             vcount ? 0
+                                    : sig->count *
+                                          NX_MAX(nexar_dtype_size((nexar_dtype)sig->dtype), 1),
                              sig->op == NX_COLL_BROADCAST || sig->op == NX_COLL_REDUCE ||
-                                     sig->op == NX_COLL_GATHER || sig->op == NX_COLL_SCATTER
+                                     sig->op == NX_COLL_GATHER || sig->op == NX_COLL_SCATTER ||
+                                     sig->op == NX_COLL_GATHER_V || sig->op == NX_COLL_SCATTER_V
                                  ? sig->root
                                  : UINT32_MAX,
                              0);
@@ -315,7 +329,13 @@ int nx_coll_irecv(nx_coll *k, uint32_t src, uint32_t round, uint32_t seg, void *
     nx_fail(rc, "collective receive");
   else if ((rc = nx_match_post(ep, &r->recv)) != 0) {
     k->nreqs--;
-    if (rc == NEXAR_ERR_SIZE_MISMATCH)
+    if (rc == NEXAR_ERR_SIZE_MISMATCH && nx_coll_keeps_size_mismatch(k->ac.sig.op))
+      rc = nx_fail(NEXAR_ERR_SIZE_MISMATCH,
+                   "%s #%llu on comm %llu: rank %u sent a block of another length than the %zu "
+                   "bytes its count here asks for",
+                   op_name(k->ac.sig.op), (unsigned long long)k->ac.seq, (unsigned long long)c->id,
+                   src, len);
+    else if (rc == NEXAR_ERR_SIZE_MISMATCH)
       rc = nx_fail(NEXAR_ERR_MISMATCH,
                    "%s #%llu on comm %llu: rank %u sent a block of another "
                    "size",
@@ -347,7 +367,13 @@ static void untrack_locked(nx_coll *k, nexar_request *r) {
 
 /* The result of finished request r (freed here). */
 static int reaped(nx_coll *k, nexar_request *r, int rc) {
-  if (rc == NEXAR_ERR_SIZE_MISMATCH) {
+  if (rc == NEXAR_ERR_SIZE_MISMATCH && nx_coll_keeps_size_mismatch(k->ac.sig.op)) {
+    rc = nx_fail(NEXAR_ERR_SIZE_MISMATCH,
+                 "%s #%llu on comm %llu: rank %u sent a block of another length than the %zu "
+                 "bytes its count here asks for",
+                 op_name(k->ac.sig.op), (unsigned long long)k->ac.seq, (unsigned long long)k->c->id,
+                 r->peer, (size_t)r->recv.len);
+  } else if (rc == NEXAR_ERR_SIZE_MISMATCH) {
     rc = nx_fail(NEXAR_ERR_MISMATCH, "%s #%llu on comm %llu: rank %u sent a block of another size",
                  op_name(k->ac.sig.op), (unsigned long long)k->ac.seq, (unsigned long long)k->c->id,
                  r->peer);

@@ -23,7 +23,21 @@ enum nx_coll_op {
   NX_COLL_ALL_REDUCE_BUCKETED,
   NX_COLL_ALL_REDUCE_RS_AG,
   NX_COLL_SPLIT,
+  NX_COLL_ALL_GATHER_V,
+  NX_COLL_REDUCE_SCATTER_V,
+  NX_COLL_ALL_TO_ALL_V,
+  NX_COLL_GATHER_V,
+  NX_COLL_SCATTER_V,
 };
+#define NX_COLL_LAST NX_COLL_SCATTER_V
+
+/* The variable-count collectives whose receivers learn a block's length from
+ * its frame: there a message of another length than asked is the receiver's
+ * NEXAR_ERR_SIZE_MISMATCH (elsewhere both sides compute every length, so a
+ * differing one is a MISMATCH). */
+static inline int nx_coll_keeps_size_mismatch(int op) {
+  return op == NX_COLL_ALL_TO_ALL_V || op == NX_COLL_GATHER_V || op == NX_COLL_SCATTER_V;
+}
 
 /* The signature every rank must agree on; a difference is NEXAR_ERR_MISMATCH. */
 typedef struct nx_coll_sig {
@@ -31,7 +45,9 @@ typedef struct nx_coll_sig {
   uint8_t dtype;  /* nexar_dtype (0 when unused) */
   uint8_t redop;  /* nexar_op (0 when unused) */
   uint32_t root;  /* 0 when unused */
-  uint64_t count; /* elements (total for bucketed) */
+  uint64_t count; /* elements (total for bucketed; a hash of the shared
+                     counts for all_gather_v and reduce_scatter_v, else 0 for
+                     the variable-count collectives) */
 } nx_coll_sig;
 
 typedef struct nx_coll nx_coll;

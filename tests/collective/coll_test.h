@@ -42,10 +42,12 @@ void t_fill(void *buf, size_t count, nexar_dtype dt, nexar_op op, uint32_t rank,
 /* Float inputs whose sums and products round (floats only): for checking
  * that every rank gets the same bits. */
 void t_fill_inexact(void *buf, size_t count, nexar_dtype dt, nexar_op op, uint32_t rank, int salt);
-/* exp[i] = in(lo, idx0+i) op ... op in(hi-1, idx0+i), ranks in order. */
+/* exp[i] = in(lo, idx0+i) op ... op in(hi-1, idx0+i), ranks in order
+ * (NEXAR_AVG: the sum divided by hi - lo). */
 void t_fold(void *exp, size_t count, nexar_dtype dt, nexar_op op, uint32_t lo, uint32_t hi,
             size_t idx0, int salt);
-/* The identity of op for dt (sum 0, prod 1, min +inf / max, max -inf / min). */
+/* The identity of op for dt (sum 0, prod 1, min +inf / max, max -inf / min,
+ * avg 0, band all ones, bor and bxor 0). */
 void t_identity(void *buf, size_t count, nexar_dtype dt, nexar_op op);
 /* Bitwise comparison; reports the first differing element. */
 int t_check_buf(const tctx *t, int line, const char *what, const void *got, const void *exp,

@@ -164,6 +164,14 @@ static int64_t sext(uint64_t u, nexar_dtype dt) {
 }
 
 static double gen(nexar_dtype dt, nexar_op op, uint32_t rank, size_t i, int salt) {
+  if (op >= NEXAR_BAND) { /* bit patterns that differ per rank and element */
+    uint64_t h = ((uint64_t)rank * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)(i + 1) * 0xc2b2ae3d27d4eb4full) ^
+                 (uint64_t)salt;
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return (double)(int64_t)(h % 2000003) - 1000001; /* fits i32; narrower types wrap */
+  }
   if (op == NEXAR_PROD) {
     static const double ft[5] = {1, 2, -1, 0.5, -2};
     size_t k = ((size_t)rank * 3 + i + (size_t)salt) % 5;
@@ -199,6 +207,7 @@ void t_fill(void *buf, size_t count, nexar_dtype dt, nexar_op op, uint32_t rank,
 }
 
 static void combine(void *acc, size_t i, nexar_dtype dt, nexar_op op, double xv) {
+  if (op == NEXAR_AVG) op = NEXAR_SUM; /* divided once at the end (t_fold) */
   if (is_float(dt)) {
     double a = get_f(acc, i, dt), r;
     switch (op) {
@@ -232,11 +241,36 @@ static void combine(void *acc, size_t i, nexar_dtype dt, nexar_op op, double xv)
   case NEXAR_MIN:
     r = lt ? a : x;
     break;
+  case NEXAR_BAND:
+    r = a & x;
+    break;
+  case NEXAR_BOR:
+    r = a | x;
+    break;
+  case NEXAR_BXOR:
+    r = a ^ x;
+    break;
   default:
     r = lt ? x : a;
     break;
   }
   put_u(acc, i, dt, r);
+}
+
+/* The average's final division, independently of the library: floats in
+ * double (the inputs are small integers, so k/n is never a tie of the
+ * narrow format and one rounding from double is exact enough), integers by
+ * C division of the sign-extended wrapped sum. */
+static void divide(void *acc, size_t count, nexar_dtype dt, uint32_t n) {
+  for (size_t i = 0; i < count; i++) {
+    if (is_float(dt)) {
+      put_f(acc, i, dt, get_f(acc, i, dt) / n);
+    } else if (is_signed(dt)) {
+      put_u(acc, i, dt, (uint64_t)(sext(get_u(acc, i, dt), dt) / (int64_t)n));
+    } else {
+      put_u(acc, i, dt, get_u(acc, i, dt) / n);
+    }
+  }
 }
 
 void t_fold(void *exp, size_t count, nexar_dtype dt, nexar_op op, uint32_t lo, uint32_t hi,
@@ -245,14 +279,17 @@ void t_fold(void *exp, size_t count, nexar_dtype dt, nexar_op op, uint32_t lo, u
   for (uint32_t r = lo + 1; r < hi; r++)
     for (size_t i = 0; i < count; i++)
       combine(exp, i, dt, op, gen(dt, op, r, idx0 + i, salt));
+  if (op == NEXAR_AVG && hi - lo > 1) divide(exp, count, dt, hi - lo);
 }
 
 void t_identity(void *buf, size_t count, nexar_dtype dt, nexar_op op) {
   size_t es = nexar_dtype_size(dt);
   for (size_t i = 0; i < count; i++) {
     uint64_t u = 0;
-    if (op == NEXAR_SUM) {
+    if (op == NEXAR_SUM || op == NEXAR_AVG || op == NEXAR_BOR || op == NEXAR_BXOR) {
       u = 0;
+    } else if (op == NEXAR_BAND) {
+      u = es == 8 ? ~0ull : (1ull << (8 * es)) - 1;
     } else if (op == NEXAR_PROD) {
       if (!is_float(dt)) {
         u = 1;

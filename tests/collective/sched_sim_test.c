@@ -171,6 +171,8 @@ typedef struct ccase {
   const char *name;
   int *force;
   int algo;
+  nexar_op op; /* SUM unless given */
+  int ints;    /* integer dtypes only (bitwise ops) */
 } ccase;
 
 typedef struct rstate {
@@ -178,7 +180,34 @@ typedef struct rstate {
   char *buf, *send, *recv;
   nexar_bucket bk[3];
   srank sr;
+  size_t v[4 * MAXN]; /* send counts, send displs, recv counts, recv displs */
 } rstate;
+
+/* Variable counts: block (src -> dst) of a v-collective has vc() elements,
+ * some zero, all zero when count is 0. */
+static size_t vc(size_t count, uint32_t src, uint32_t dst, uint64_t seed) {
+  if (count == 0) return 0;
+  if ((src * 5 + dst * 3 + seed) % 4 == 0) return 0;
+  return 1 + (count * (src + 1) + dst * 7 + seed) % (count + 2);
+}
+
+/* Displacements for counts c[0..n): packed in rank order, or (odd seeds) in
+ * reverse rank order with a gap of 3 elements before each block. Returns
+ * the extent in elements. */
+static size_t layout(const size_t *c, size_t *d, uint32_t n, uint64_t seed) {
+  size_t at = 0;
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t i = (seed & 1) ? n - 1 - k : k;
+    if (seed & 1) at += 3;
+    d[i] = at;
+    at += c[i];
+  }
+  return at;
+}
+
+static int is_v(int kind) {
+  return kind >= NX_COLL_ALL_GATHER_V;
+}
 
 static int checks;
 
@@ -191,7 +220,9 @@ static int run_case(const ccase *cc, uint32_t n, size_t count, nexar_dtype dt, u
   rstate *rs = calloc(n, sizeof *rs);
   size_t es = nexar_dtype_size(dt), blk = count * es;
   int salt = (int)(seed % 1000);
-  nexar_op op = NEXAR_SUM; /* exact inputs: every order gives the same bits */
+  nexar_op op = cc->op; /* exact inputs: every order gives the same bits */
+  size_t ext = blk * n + 1; /* buffer bytes (the v-collectives' layouts need more) */
+  if (is_v(cc->kind)) ext = (size_t)n * ((count + 2) + 3) * es * (n + 1) + 1;
   int fails = 0;
   tctx tc = {.n = n};
   for (uint32_t r = 0; r < n; r++) {
@@ -206,11 +237,64 @@ static int run_case(const ccase *cc, uint32_t n, size_t count, nexar_dtype dt, u
     j->es = es;
     j->root = root;
     j->params = *nx_algo_defaults();
-    x->buf = t_xmalloc(blk * n + 1);
-    x->send = t_xmalloc(blk * n + 1);
-    x->recv = t_xmalloc(blk * n + 1);
-    memset(x->recv, 0xee, blk * n + 1);
+    x->buf = t_xmalloc(ext);
+    x->send = t_xmalloc(ext);
+    x->recv = t_xmalloc(ext);
+    memset(x->recv, 0xee, ext);
+    size_t *sc = x->v, *sd = x->v + MAXN, *rc_ = x->v + 2 * MAXN, *rd = x->v + 3 * MAXN;
     switch (cc->kind) {
+    case NX_COLL_ALL_GATHER_V:
+    case NX_COLL_GATHER_V: /* rank i contributes vc(i, 0) elements */
+      for (uint32_t i = 0; i < n; i++)
+        rc_[i] = vc(count, i, 0, seed);
+      layout(rc_, rd, n, seed);
+      j->count = rc_[r];
+      t_fill(x->send, rc_[r], dt, op, r, 0, salt);
+      j->send = x->send;
+      j->recv = x->recv;
+      j->rcounts = rc_;
+      j->rdispls = rd;
+      break;
+    case NX_COLL_SCATTER_V: /* rank i receives vc(root, i) elements */
+      for (uint32_t i = 0; i < n; i++)
+        sc[i] = vc(count, root, i, seed);
+      layout(sc, sd, n, seed);
+      j->count = sc[r];
+      if (r == root)
+        for (uint32_t i = 0; i < n; i++)
+          t_fill(x->send + sd[i] * es, sc[i], dt, op, root, 1000 * (size_t)i, salt);
+      j->send = x->send;
+      j->recv = x->recv;
+      j->scounts = sc;
+      j->sdispls = sd;
+      break;
+    case NX_COLL_REDUCE_SCATTER_V: {
+      for (uint32_t i = 0; i < n; i++)
+        rc_[i] = vc(count, i, 0, seed);
+      size_t tot = layout(rc_, rd, n, 0); /* packed */
+      t_fill(x->send, tot, dt, op, r, 0, salt);
+      j->send = x->send;
+      j->recv = x->recv;
+      j->rcounts = rc_;
+      j->rdispls = rd;
+      break;
+    }
+    case NX_COLL_ALL_TO_ALL_V:
+      for (uint32_t i = 0; i < n; i++) {
+        sc[i] = vc(count, r, i, seed);
+        rc_[i] = vc(count, i, r, seed);
+      }
+      layout(sc, sd, n, seed);
+      layout(rc_, rd, n, seed >> 1);
+      for (uint32_t i = 0; i < n; i++)
+        t_fill(x->send + sd[i] * es, sc[i], dt, op, r, 1000 * (size_t)i, salt);
+      j->send = x->send;
+      j->recv = x->recv;
+      j->scounts = sc;
+      j->sdispls = sd;
+      j->rcounts = rc_;
+      j->rdispls = rd;
+      break;
     case NX_COLL_ALL_REDUCE:
     case NX_COLL_ALL_REDUCE_RS_AG:
     case NX_COLL_REDUCE:
@@ -280,7 +364,7 @@ static int run_case(const ccase *cc, uint32_t n, size_t count, nexar_dtype dt, u
       fails++;
     }
   /* results */
-  char *exp = t_xmalloc(blk * n + 1);
+  char *exp = t_xmalloc(ext);
   for (uint32_t r = 0; r < n && !fails; r++) {
     rstate *x = &rs[r];
     tc.rank = r;
@@ -290,8 +374,8 @@ static int run_case(const ccase *cc, uint32_t n, size_t count, nexar_dtype dt, u
       continue;
     }
     char what[96];
-    snprintf(what, sizeof what, "%s n=%u count=%zu root=%u seed=%llu", cc->name, n, count, root,
-             (unsigned long long)seed);
+    snprintf(what, sizeof what, "%s n=%u count=%zu root=%u seed=%llu seg=%zu", cc->name, n, count,
+             root, (unsigned long long)seed, nx_algo_force_segment);
     int bad = 1; /* T_BUF: 1 when equal */
     switch (cc->kind) {
     case NX_COLL_ALL_REDUCE:
@@ -340,6 +424,28 @@ static int run_case(const ccase *cc, uint32_t n, size_t count, nexar_dtype dt, u
         t_fill(exp + s2 * blk, count, dt, op, s2, (size_t)r * count, salt);
       bad = T_BUF(&tc, what, x->recv, exp, count * n, dt);
       break;
+    case NX_COLL_ALL_GATHER_V:
+    case NX_COLL_GATHER_V:
+    case NX_COLL_ALL_TO_ALL_V: {
+      if (cc->kind == NX_COLL_GATHER_V && r != root) break;
+      const size_t *c2 = x->v + 2 * MAXN, *d2 = x->v + 3 * MAXN;
+      for (uint32_t s2 = 0; s2 < n && bad; s2++) {
+        int a2a = cc->kind == NX_COLL_ALL_TO_ALL_V;
+        t_fill(exp, c2[s2], dt, op, s2, a2a ? 1000 * (size_t)r : 0, salt);
+        bad = T_BUF(&tc, what, x->recv + d2[s2] * es, exp, c2[s2], dt);
+      }
+      break;
+    }
+    case NX_COLL_SCATTER_V:
+      t_fill(exp, x->j.count, dt, op, root, 1000 * (size_t)r, salt);
+      bad = T_BUF(&tc, what, x->recv, exp, x->j.count, dt);
+      break;
+    case NX_COLL_REDUCE_SCATTER_V: {
+      const size_t *c2 = x->v + 2 * MAXN, *d2 = x->v + 3 * MAXN;
+      t_fold(exp, c2[r], dt, op, 0, n, d2[r], salt);
+      bad = T_BUF(&tc, what, x->recv, exp, c2[r], dt);
+      break;
+    }
     default:
       break;
     }
@@ -367,35 +473,60 @@ static int run_case(const ccase *cc, uint32_t n, size_t count, nexar_dtype dt, u
 int main(int argc, char **argv) {
   int seeds = argc > 1 ? atoi(argv[1]) : 3;
   ccase cases[] = {
-      {NX_COLL_ALL_REDUCE, "allreduce/recdbl", &nx_algo_force_allreduce, NX_AR_RECDBL},
-      {NX_COLL_ALL_REDUCE, "allreduce/halvdbl", &nx_algo_force_allreduce, NX_AR_HALVDBL},
-      {NX_COLL_ALL_REDUCE, "allreduce/ring", &nx_algo_force_allreduce, NX_AR_RING},
-      {NX_COLL_ALL_REDUCE, "allreduce/ring_pipe", &nx_algo_force_allreduce, NX_AR_RING_PIPE},
-      {NX_COLL_ALL_REDUCE_RS_AG, "allreduce_rs_ag", NULL, 0},
-      {NX_COLL_ALL_REDUCE_BUCKETED, "allreduce_bucketed", NULL, 0},
-      {NX_COLL_BROADCAST, "broadcast/binomial", &nx_algo_force_broadcast, NX_BC_BINOMIAL},
-      {NX_COLL_BROADCAST, "broadcast/chain", &nx_algo_force_broadcast, NX_BC_CHAIN},
-      {NX_COLL_ALL_GATHER, "allgather/recdbl", &nx_algo_force_allgather, NX_AG_RECDBL},
-      {NX_COLL_ALL_GATHER, "allgather/ring", &nx_algo_force_allgather, NX_AG_RING},
-      {NX_COLL_GATHER, "gather/binomial", &nx_algo_force_gather, NX_GS_BINOMIAL},
-      {NX_COLL_GATHER, "gather/direct", &nx_algo_force_gather, NX_GS_DIRECT},
-      {NX_COLL_SCATTER, "scatter/binomial", &nx_algo_force_gather, NX_GS_BINOMIAL},
-      {NX_COLL_SCATTER, "scatter/direct", &nx_algo_force_gather, NX_GS_DIRECT},
-      {NX_COLL_REDUCE_SCATTER, "reduce_scatter", NULL, 0},
-      {NX_COLL_REDUCE, "reduce", NULL, 0},
-      {NX_COLL_ALL_TO_ALL, "all_to_all", NULL, 0},
-      {NX_COLL_SCAN, "scan/recdbl", &nx_algo_force_scan, NX_SC_RECDBL},
-      {NX_COLL_SCAN, "scan/chain", &nx_algo_force_scan, NX_SC_CHAIN},
-      {NX_COLL_EXSCAN, "exscan/recdbl", &nx_algo_force_scan, NX_SC_RECDBL},
-      {NX_COLL_EXSCAN, "exscan/chain", &nx_algo_force_scan, NX_SC_CHAIN},
-      {NX_COLL_BARRIER, "barrier", NULL, 0},
+      {NX_COLL_ALL_REDUCE, "allreduce/recdbl", &nx_algo_force_allreduce, NX_AR_RECDBL, NEXAR_SUM, 0},
+      {NX_COLL_ALL_REDUCE, "allreduce/halvdbl", &nx_algo_force_allreduce, NX_AR_HALVDBL, NEXAR_SUM, 0},
+      {NX_COLL_ALL_REDUCE, "allreduce/ring", &nx_algo_force_allreduce, NX_AR_RING, NEXAR_SUM, 0},
+      {NX_COLL_ALL_REDUCE, "allreduce/ring_pipe", &nx_algo_force_allreduce, NX_AR_RING_PIPE, NEXAR_SUM, 0},
+      {NX_COLL_ALL_REDUCE_RS_AG, "allreduce_rs_ag", NULL, 0, NEXAR_SUM, 0},
+      {NX_COLL_ALL_REDUCE_BUCKETED, "allreduce_bucketed", NULL, 0, NEXAR_SUM, 0},
+      {NX_COLL_BROADCAST, "broadcast/binomial", &nx_algo_force_broadcast, NX_BC_BINOMIAL, NEXAR_SUM, 0},
+      {NX_COLL_BROADCAST, "broadcast/chain", &nx_algo_force_broadcast, NX_BC_CHAIN, NEXAR_SUM, 0},
+      {NX_COLL_ALL_GATHER, "allgather/recdbl", &nx_algo_force_allgather, NX_AG_RECDBL, NEXAR_SUM, 0},
+      {NX_COLL_ALL_GATHER, "allgather/ring", &nx_algo_force_allgather, NX_AG_RING, NEXAR_SUM, 0},
+      {NX_COLL_GATHER, "gather/binomial", &nx_algo_force_gather, NX_GS_BINOMIAL, NEXAR_SUM, 0},
+      {NX_COLL_GATHER, "gather/direct", &nx_algo_force_gather, NX_GS_DIRECT, NEXAR_SUM, 0},
+      {NX_COLL_SCATTER, "scatter/binomial", &nx_algo_force_gather, NX_GS_BINOMIAL, NEXAR_SUM, 0},
+      {NX_COLL_SCATTER, "scatter/direct", &nx_algo_force_gather, NX_GS_DIRECT, NEXAR_SUM, 0},
+      {NX_COLL_REDUCE_SCATTER, "reduce_scatter", NULL, 0, NEXAR_SUM, 0},
+      {NX_COLL_REDUCE, "reduce", NULL, 0, NEXAR_SUM, 0},
+      {NX_COLL_ALL_TO_ALL, "all_to_all", NULL, 0, NEXAR_SUM, 0},
+      {NX_COLL_SCAN, "scan/recdbl", &nx_algo_force_scan, NX_SC_RECDBL, NEXAR_SUM, 0},
+      {NX_COLL_SCAN, "scan/chain", &nx_algo_force_scan, NX_SC_CHAIN, NEXAR_SUM, 0},
+      {NX_COLL_EXSCAN, "exscan/recdbl", &nx_algo_force_scan, NX_SC_RECDBL, NEXAR_SUM, 0},
+      {NX_COLL_EXSCAN, "exscan/chain", &nx_algo_force_scan, NX_SC_CHAIN, NEXAR_SUM, 0},
+      {NX_COLL_BARRIER, "barrier", NULL, 0, NEXAR_SUM, 0},
+      /* the operators of issue 14 */
+      {NX_COLL_ALL_REDUCE, "allreduce/recdbl avg", &nx_algo_force_allreduce, NX_AR_RECDBL, NEXAR_AVG, 0},
+      {NX_COLL_ALL_REDUCE, "allreduce/halvdbl band", &nx_algo_force_allreduce, NX_AR_HALVDBL, NEXAR_BAND, 1},
+      {NX_COLL_ALL_REDUCE, "allreduce/ring avg", &nx_algo_force_allreduce, NX_AR_RING, NEXAR_AVG, 0},
+      {NX_COLL_ALL_REDUCE, "allreduce/ring_pipe bxor", &nx_algo_force_allreduce, NX_AR_RING_PIPE, NEXAR_BXOR, 1},
+      {NX_COLL_ALL_REDUCE_RS_AG, "allreduce_rs_ag avg", NULL, 0, NEXAR_AVG, 0},
+      {NX_COLL_ALL_REDUCE_BUCKETED, "allreduce_bucketed avg", NULL, 0, NEXAR_AVG, 0},
+      {NX_COLL_ALL_REDUCE_BUCKETED, "allreduce_bucketed bor", NULL, 0, NEXAR_BOR, 1},
+      {NX_COLL_REDUCE_SCATTER, "reduce_scatter avg", NULL, 0, NEXAR_AVG, 0},
+      {NX_COLL_REDUCE, "reduce avg", NULL, 0, NEXAR_AVG, 0},
+      {NX_COLL_REDUCE, "reduce bxor", NULL, 0, NEXAR_BXOR, 1},
+      {NX_COLL_SCAN, "scan/chain band", &nx_algo_force_scan, NX_SC_CHAIN, NEXAR_BAND, 1},
+      {NX_COLL_EXSCAN, "exscan/recdbl band", &nx_algo_force_scan, NX_SC_RECDBL, NEXAR_BAND, 1},
+      {NX_COLL_EXSCAN, "exscan/chain bor", &nx_algo_force_scan, NX_SC_CHAIN, NEXAR_BOR, 1},
+      /* the variable-count collectives */
+      {NX_COLL_ALL_GATHER_V, "all_gather_v", NULL, 0, NEXAR_SUM, 0},
+      {NX_COLL_GATHER_V, "gather_v", NULL, 0, NEXAR_SUM, 0},
+      {NX_COLL_SCATTER_V, "scatter_v", NULL, 0, NEXAR_SUM, 0},
+      {NX_COLL_ALL_TO_ALL_V, "all_to_all_v", NULL, 0, NEXAR_SUM, 0},
+      {NX_COLL_REDUCE_SCATTER_V, "reduce_scatter_v", NULL, 0, NEXAR_SUM, 0},
+      {NX_COLL_REDUCE_SCATTER_V, "reduce_scatter_v avg", NULL, 0, NEXAR_AVG, 0},
+      {NX_COLL_REDUCE_SCATTER_V, "reduce_scatter_v bxor", NULL, 0, NEXAR_BXOR, 1},
   };
   static const size_t counts[] = {0, 1, 2, 7, 33, 250};
   static const nexar_dtype dts[] = {NEXAR_F32, NEXAR_I64, NEXAR_BF16};
+  static const nexar_dtype idts[] = {NEXAR_I32, NEXAR_U8, NEXAR_I64};
   int fails = 0;
   size_t runs = 0;
+  const char *only = argc > 2 ? argv[2] : NULL; /* debugging: one case by name */
   for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
     const ccase *cc = &cases[c];
+    if (only && strcmp(only, cc->name) != 0) continue;
     if (cc->force) *cc->force = cc->algo;
     for (uint32_t n = 1; n <= MAXN; n++)
       for (size_t k = 0; k < sizeof counts / sizeof *counts; k++)
@@ -404,7 +535,7 @@ int main(int argc, char **argv) {
           nx_algo_force_segment = seg ? 8 : 0;
           for (int sd = 0; sd < seeds; sd++) {
             uint64_t seed = 1 + (uint64_t)sd + 1000u * (uint64_t)(n + 10 * k + 100 * c);
-            nexar_dtype dt = dts[(size_t)sd % 3];
+            nexar_dtype dt = cc->ints ? idts[(size_t)sd % 3] : dts[(size_t)sd % 3];
             uint32_t root = (uint32_t)(seed % n);
             fails += run_case(cc, n, counts[k], dt, root, seed);
             runs++;

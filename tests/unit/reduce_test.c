@@ -68,7 +68,9 @@ static double bitsd(uint64_t u) {
 
 static const nexar_dtype all_dtypes[] = {NEXAR_F32, NEXAR_F64, NEXAR_F16, NEXAR_BF16, NEXAR_I8,
                                          NEXAR_I32, NEXAR_I64, NEXAR_U8,  NEXAR_U32,  NEXAR_U64};
-static const nexar_op all_ops[] = {NEXAR_SUM, NEXAR_PROD, NEXAR_MIN, NEXAR_MAX};
+static const nexar_op all_ops[] = {NEXAR_SUM, NEXAR_PROD, NEXAR_MIN,  NEXAR_MAX,
+                                   NEXAR_AVG, NEXAR_BAND, NEXAR_BOR, NEXAR_BXOR};
+#define N_OPS 8
 
 /* Element at index i of an unaligned buffer, as a zero-extended bit pattern. */
 static uint64_t get_elem(const void *buf, size_t i, size_t size) {
@@ -266,6 +268,13 @@ static uint64_t ref_float_minmax_bits(int is_min, double x, double y, uint64_t x
 }
 
 static uint64_t ref_elem(nexar_dtype dt, nexar_op op, uint64_t xb, uint64_t yb) {
+  if (op == NEXAR_AVG) op = NEXAR_SUM; /* kernels sum; nx_avg_div divides the end result */
+  if (op >= NEXAR_BAND) {              /* integers only */
+    size_t size = nexar_dtype_size(dt);
+    uint64_t m = size == 8 ? ~0ull : (1ull << (8 * size)) - 1;
+    xb &= m, yb &= m;
+    return op == NEXAR_BAND ? (xb & yb) : op == NEXAR_BOR ? (xb | yb) : (xb ^ yb);
+  }
   switch (dt) {
   case NEXAR_F32: {
     float x = bitsf((uint32_t)xb), y = bitsf((uint32_t)yb);
@@ -445,9 +454,10 @@ static void test_against_reference(void) {
   for (int s = 0; s < n_impls; s++) {
     CHECK(nx_reduce_set_impl(impls[s]) == 0, "select %s", impls[s]);
     for (size_t t = 0; t < 10; t++) {
-      for (size_t o = 0; o < 4; o++) {
+      for (size_t o = 0; o < N_OPS; o++) {
         nexar_dtype dt = all_dtypes[t];
         nexar_op op = all_ops[o];
+        if (!nx_op_dtype_valid(dt, op)) continue;
         size_t size = nexar_dtype_size(dt);
         gen_pair(a, b, N, dt);
         memcpy(d, a, N * size);
@@ -567,19 +577,24 @@ static void test_rules(void) {
 /* ----------------------------------------------------------- identities */
 
 static void test_identities(void) {
-  static const uint64_t want[4][10] = {
+  static const uint64_t want[N_OPS][10] = {
       {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
       {0x3f800000u, 0x3ff0000000000000ull, 0x3c00, 0x3f80, 1, 1, 1, 1, 1, 1},
       {0x7f800000u, 0x7ff0000000000000ull, 0x7c00, 0x7f80, 0x7f, 0x7fffffffu, 0x7fffffffffffffffull,
        0xff, 0xffffffffu, ~0ull},
       {0xff800000u, 0xfff0000000000000ull, 0xfc00, 0xff80, 0x80, 0x80000000u, 0x8000000000000000ull,
        0, 0, 0},
+      {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},                                          /* avg: a sum */
+      {0, 0, 0, 0, 0xff, 0xffffffffu, ~0ull, 0xff, 0xffffffffu, ~0ull},        /* band */
+      {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},                                          /* bor */
+      {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},                                          /* bxor */
   };
   unsigned char buf[1 + 33 * 8 + 1], x[33 * 8], d[33 * 8];
   for (size_t t = 0; t < 10; t++) {
-    for (size_t o = 0; o < 4; o++) {
+    for (size_t o = 0; o < N_OPS; o++) {
       nexar_dtype dt = all_dtypes[t];
       nexar_op op = all_ops[o];
+      if (!nx_op_dtype_valid(dt, op)) continue;
       size_t size = nexar_dtype_size(dt);
       memset(buf, 0xa5, sizeof buf);
       nx_fill_identity(buf + 1, 33, dt, op); /* unaligned on purpose */
@@ -598,7 +613,7 @@ static void test_identities(void) {
         int is_float = t < 4;
         uint64_t sbit = 1ull << (8 * size - 1);
         if (is_float && ref_elem(dt, NEXAR_MIN, xi, xi) != xi) continue; /* NaN */
-        if (is_float && op == NEXAR_SUM && xi == sbit) continue;         /* -0 */
+        if (is_float && (op == NEXAR_SUM || op == NEXAR_AVG) && xi == sbit) continue; /* -0 */
         CHECK(di == xi, "%s %s(identity, %llx) = %llx", nexar_dtype_name(dt), nexar_op_name(op),
               (unsigned long long)xi, (unsigned long long)di);
       }
@@ -622,9 +637,10 @@ static void test_simd_vs_scalar(void) {
     if (strcmp(impls[s], "scalar") == 0) continue;
     simd_sets++;
     for (size_t t = 0; t < 10; t++) {
-      for (size_t o = 0; o < 4; o++) {
+      for (size_t o = 0; o < N_OPS; o++) {
         nexar_dtype dt = all_dtypes[t];
         nexar_op op = all_ops[o];
+        if (!nx_op_dtype_valid(dt, op)) continue;
         size_t size = nexar_dtype_size(dt);
         for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
           size_t n = lens[li];
@@ -681,12 +697,15 @@ static void test_names_and_dispatch(void) {
   CHECK(strcmp(nexar_dtype_name((nexar_dtype)10), "?") == 0, "invalid dtype name");
   CHECK(strcmp(nexar_dtype_name((nexar_dtype)-1), "?") == 0, "negative dtype name");
   CHECK(!nx_dtype_valid(10) && !nx_dtype_valid(-1), "dtype validity");
-  static const char *const on[] = {"sum", "prod", "min", "max"};
-  for (int i = 0; i < 4; i++) {
+  static const char *const on[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
+  for (int i = 0; i < N_OPS; i++) {
     CHECK(strcmp(nexar_op_name((nexar_op)i), on[i]) == 0, "op name %d", i);
     CHECK(nx_op_valid(i), "op %d valid", i);
+    for (int t = 0; t < 10; t++)
+      CHECK(nx_op_dtype_valid(t, i) == (i < NEXAR_BAND || t >= NEXAR_I8), "op %d on dtype %d", i,
+            t);
   }
-  CHECK(strcmp(nexar_op_name((nexar_op)4), "?") == 0 && !nx_op_valid(4) && !nx_op_valid(-1),
+  CHECK(strcmp(nexar_op_name((nexar_op)8), "?") == 0 && !nx_op_valid(8) && !nx_op_valid(-1),
         "invalid op");
 
   nx_reduce_force_scalar(1);
@@ -710,6 +729,79 @@ static void test_names_and_dispatch(void) {
   CHECK(d[0] == 1 && d[3] == 4, "invalid arguments changed dst");
 }
 
+/* nx_avg_div against an independent quotient: floats in double (f32: a double
+ * then float rounding is correct, 53 >= 2*24 + 2; f16/bf16: the double
+ * quotient lies far closer to the exact one than any rounding boundary, and
+ * ref_round rounds it once), integers by C division of the wide value. */
+static uint64_t ref_avg(nexar_dtype dt, uint64_t xb, uint32_t n) {
+  switch (dt) {
+  case NEXAR_F32: {
+    float r = (float)((double)bitsf((uint32_t)xb) / n);
+    return isnan(r) ? 0x7fc00000u : fbits(r);
+  }
+  case NEXAR_F64: {
+    volatile double r = bitsd(xb) / n;
+    return isnan(r) ? 0x7ff8000000000000ull : dbits(r);
+  }
+  case NEXAR_F16:
+  case NEXAR_BF16: {
+    int f16 = dt == NEXAR_F16;
+    double x = f16 ? ref_f16_value((uint16_t)xb) : ref_bf16_value((uint16_t)xb);
+    if (isnan(x)) return f16 ? 0x7e00 : 0x7fc0;
+    double r = f16 ? ref_round_f16(x / n) : ref_round_bf16(x / n);
+    return f16 ? nx_f32_to_f16((float)r) : nx_f32_to_bf16((float)r);
+  }
+  case NEXAR_I8:
+    return (uint8_t)((int8_t)xb / (int64_t)n);
+  case NEXAR_I32:
+    return (uint32_t)((int32_t)(uint32_t)xb / (int64_t)n);
+  case NEXAR_I64:
+    return (uint64_t)((int64_t)xb / (int64_t)n);
+  case NEXAR_U8:
+    return (uint8_t)xb / n;
+  case NEXAR_U32:
+    return (uint32_t)xb / n;
+  case NEXAR_U64:
+    return xb / n;
+  }
+  return 0;
+}
+
+static void test_avg_div(void) {
+  static const uint32_t ns[] = {1, 2, 3, 5, 7, 9, 1000, 4097, 65535};
+  enum { N = 2049 };
+  unsigned char x[N * 8 + 1], d[N * 8 + 2], tmp[N * 8];
+  for (size_t t = 0; t < 10; t++)
+    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+      nexar_dtype dt = all_dtypes[t];
+      size_t size = nexar_dtype_size(dt);
+      gen_pair(x, tmp, N, dt);
+      if (dt == NEXAR_F16) /* every f16 pattern once (N > 2048 only covers part: shift by k) */
+        for (size_t i = 0; i < N; i++)
+          set_elem(x, i, 2, (uint16_t)(i * 32 + k));
+      d[0] = 0x77, d[1 + N * size] = 0x77;
+      memcpy(d + 1, x, N * size); /* unaligned */
+      nx_avg_div(d + 1, N, dt, ns[k]);
+      int bad = 0;
+      for (size_t i = 0; i < N && bad < 3; i++) {
+        uint64_t xi = get_elem(x, i, size), got = get_elem(d + 1, i, size);
+        uint64_t want = ns[k] == 1 ? xi : ref_avg(dt, xi, ns[k]);
+        bad += got != want;
+        CHECK(got == want, "avg %s / %u [%zu]: %llx -> %llx, want %llx", nexar_dtype_name(dt),
+              ns[k], i, (unsigned long long)xi, (unsigned long long)got,
+              (unsigned long long)want);
+      }
+      CHECK(d[0] == 0x77 && d[1 + N * size] == 0x77, "avg %s wrote outside", nexar_dtype_name(dt));
+    }
+  /* the documented cases: integers truncate toward zero; bf16 rounds to even */
+  int32_t v[4] = {7, -7, 5, -1};
+  nx_avg_div(v, 4, NEXAR_I32, 2);
+  CHECK(v[0] == 3 && v[1] == -3 && v[2] == 2 && v[3] == 0, "i32 avg truncation");
+  uint16_t h = nx_f32_to_bf16(3.0f); /* 3 / 2 = 1.5 exact; 257 / 2 = 128.5 -> 128 (even) */
+  nx_avg_div(&h, 1, NEXAR_BF16, 2);
+  CHECK(nx_bf16_to_f32(h) == 1.5f, "bf16 avg 3/2");
+}
+
 int main(void) {
   /* Kernel sets are selected explicitly below; the automatic choice is
    * checked against the best available one, so ignore any override. */
@@ -729,6 +821,7 @@ int main(void) {
   test_identities();
   test_against_reference();
   test_simd_vs_scalar();
+  test_avg_div();
   if (failures) {
     fprintf(stderr, "reduce_test: %d failure(s)\n", failures);
     return 1;
