@@ -2,7 +2,6 @@
 // dtypes and reduce ops onto libnexar's, staging of tensor lists into one
 // buffer, and the libnexar non-blocking call.
 #include "nexar_pg.hpp"
-#include "compat.hpp"
 
 #include <Python.h>
 #include <pybind11/pybind11.h>
