@@ -142,6 +142,8 @@ std::shared_ptr<Comm> form_comm(const c10::intrusive_ptr<c10d::Store> &store, in
   rc = nexar_split(world, 0, (uint32_t)rank, &comm->c);
   nexar_client_del(world); // the child holds its own reference to the connections
   if (rc) fail("ordering the ranks (split)", rank, size, rc);
+  if ((rc = nexar_split(comm->c, 0, (uint32_t)rank, &comm->ctl)))
+    fail("making the control communicator (split)", rank, size, rc);
   if ((int)nexar_rank(comm->c) != rank)
     throw std::runtime_error("nexar: rank order after the split is " +
                              std::to_string(nexar_rank(comm->c)) + ", expected " +

@@ -47,6 +47,7 @@ struct Op;
 struct Comm {
   nexar_client *c = nullptr;
   nexar_seed *seed = nullptr; // group rank 0 serves discovery for the group's lifetime
+  nexar_client *ctl = nullptr; // same ranks, own tag space: monitoredBarrier's messages
   int rank = 0, size = 0;
 
   ~Comm();
@@ -178,6 +179,7 @@ class ProcessGroupNexar : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors,
                                                int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks) override;
 
   std::chrono::milliseconds timeout() const { return timeout_; }
 

@@ -620,3 +620,95 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::recvAnysource(std::vector<at::
 }
 
 } // namespace nexar_torch
+
+namespace nexar_torch {
+
+// Gloo's monitored barrier: every other rank reports to rank 0 and waits for
+// its release; rank 0 waits up to the timeout and names the ranks that did not
+// arrive (the first, or all with waitAllRanks). The messages go over the
+// group's control communicator (same ranks, its own tags), so user tags are
+// untouched. A receive that timed out cannot be withdrawn: the control
+// communicator is then aborted (later monitored barriers of the group fail),
+// the group itself stays usable.
+void ProcessGroupNexar::monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks) {
+  using clock = std::chrono::steady_clock;
+  auto limit = opts.timeout.count() > 0 ? opts.timeout : timeout_;
+  auto deadline = clock::now() + limit;
+  nexar_client *ctl = comm_->ctl;
+  const uint32_t kArrive = 1, kRelease = 2;
+  uint8_t byte = 1;
+  auto fail = [&](int rc, const std::string &why) {
+    std::rethrow_exception(make_error("monitoredBarrier", rank_, size_, rc, why));
+  };
+  // polls a request until done or the deadline; false at the deadline
+  auto poll = [&](nexar_request *req) {
+    auto nap = std::chrono::microseconds(20);
+    for (;;) {
+      int done = 0;
+      if (nexar_test(req, &done) != 0 || done) return true;
+      if (clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(nap);
+      if (nap < std::chrono::microseconds(2000)) nap *= 2;
+    }
+  };
+  if (rank_ != 0) {
+    int rc = nexar_send(ctl, &byte, 1, 0, kArrive);
+    if (rc) fail(rc, nexar_last_error());
+    nexar_request *req = nullptr;
+    uint8_t in = 0;
+    if ((rc = nexar_recv_nb(ctl, &in, 1, 0, kRelease, &req))) fail(rc, nexar_last_error());
+    if (!poll(req)) {
+      nexar_abort(ctl);
+      nexar_wait(req);
+      fail(NEXAR_ERR_TIMEOUT, "rank 0 did not release the barrier within " +
+                                  std::to_string(limit.count()) + " ms");
+    }
+    if ((rc = nexar_wait(req))) fail(rc, nexar_last_error());
+    return;
+  }
+  std::vector<nexar_request *> reqs((size_t)size_, nullptr);
+  std::vector<uint8_t> in((size_t)size_, 0);
+  for (int r = 1; r < size_; r++) {
+    int rc = nexar_recv_nb(ctl, &in[r], 1, (uint32_t)r, kArrive, &reqs[r]);
+    if (rc) {
+      nexar_abort(ctl);
+      for (auto *q : reqs)
+        if (q) nexar_wait(q);
+      fail(rc, nexar_last_error());
+    }
+  }
+  std::vector<int> missing;
+  std::string why;
+  int first_rc = 0;
+  for (int r = 1; r < size_; r++) {
+    if (!poll(reqs[r])) {
+      missing.push_back(r);
+      if (!waitAllRanks) break;
+      continue;
+    }
+    int rc = nexar_wait(reqs[r]);
+    reqs[r] = nullptr;
+    if (rc && !first_rc) first_rc = rc, why = nexar_last_error();
+  }
+  bool left = false;
+  for (auto *q : reqs) left = left || q;
+  if (left) { // timed out ones (and the unpolled rest) cannot be withdrawn
+    nexar_abort(ctl);
+    for (auto *&q : reqs)
+      if (q) nexar_wait(q), q = nullptr;
+  }
+  if (!missing.empty()) {
+    std::string ranks;
+    for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    fail(NEXAR_ERR_TIMEOUT, std::string(missing.size() > 1 ? "Ranks " : "Rank ") + ranks +
+                                " failed to pass monitoredBarrier in " +
+                                std::to_string(limit.count()) + " ms");
+  }
+  if (first_rc) fail(first_rc, why);
+  for (int r = 1; r < size_; r++) {
+    int rc = nexar_send(ctl, &byte, 1, (uint32_t)r, kRelease);
+    if (rc) fail(rc, nexar_last_error());
+  }
+}
+
+} // namespace nexar_torch

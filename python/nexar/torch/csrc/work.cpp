@@ -16,6 +16,7 @@ std::exception_ptr make_error(const char *op, int rank, int size, int rc,
 
 Comm::~Comm() {
   shutdown();
+  if (ctl) nexar_client_del(ctl);
   if (c) nexar_client_del(c);
   if (seed) nexar_seed_del(seed);
 }
