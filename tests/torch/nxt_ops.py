@@ -239,6 +239,15 @@ def check_async(rank, n):
             time.sleep(0.0005)
         assert w.is_success()
         expect_equal(ts[k], torch.full((1000,), float(sum(range(n)) + n * k)), f"polled {k}")
+    # no thread per op: 300 in flight with futures, the thread count stays put
+    dist.all_reduce(torch.ones(1), async_op=True).get_future().wait()  # the poller is up
+    before = len(os.listdir("/proc/self/task"))
+    flight = [dist.all_reduce(torch.full((64,), 1.0), async_op=True) for _ in range(300)]
+    futs = [w.get_future() for w in flight]
+    during = len(os.listdir("/proc/self/task"))
+    for f in futs:
+        expect_equal(f.wait()[0], torch.full((64,), float(n)), "one of 300 in flight")
+    assert during <= before, f"threads: {before} before, {during} with 300 ops in flight"
     # then(): a callback on the future runs once it completes
     t = torch.ones(8)
     fut = dist.all_reduce(t, async_op=True).get_future().then(lambda f: f.value()[0] * 2)
