@@ -2,9 +2,9 @@
 # Installs the Debian 12 packages libnexar needs to build and test, if missing.
 set -eu
 pkgs="build-essential cmake pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev
-      clang libclang-rt-14-dev nftables iproute2 python3"
+      clang libclang-rt-14-dev nftables iproute2 python3 python3-dev python3-numpy python3-pytest"
 # the torch.distributed backend (nexar.torch) and its tests
-pkgs="$pkgs python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest ninja-build"
+pkgs="$pkgs python3-torch libtorch-dev pybind11-dev ninja-build"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then

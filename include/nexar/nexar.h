@@ -283,6 +283,14 @@ NEXAR_EXTERN int nexar_sendrecv(nexar_client *c, const void *sbuf, size_t slen, 
 
 /* ---------------------------------------------------------- collectives */
 
+/* Every collective returns 0 or: NEXAR_ERR_INVALID_ARGUMENT (NULL client or a
+ * buffer NULL with a non-zero count, bad dtype or op, a bitwise op on a float
+ * dtype, NEXAR_AVG in a scan, overlapping buffers, a size that overflows),
+ * NEXAR_ERR_INVALID_RANK (root), NEXAR_ERR_MISMATCH (ranks called different
+ * collectives or arguments), NEXAR_ERR_TIMEOUT, NEXAR_ERR_PEER_LOST,
+ * NEXAR_ERR_ABORTED, NEXAR_ERR_NOMEM. The reducing ones take every nexar_op
+ * (see there). */
+
 /** In place: buf becomes the reduction over all ranks. */
 NEXAR_EXTERN int nexar_all_reduce(nexar_client *c, void *buf, size_t count, nexar_dtype dt,
                                   nexar_op op);
@@ -330,8 +338,8 @@ NEXAR_EXTERN int nexar_all_reduce_rs_ag(nexar_client *c, void *buf, size_t count
  * NEXAR_ERR_MISMATCH on every rank. A message of another length than the
  * receiver's count gives NEXAR_ERR_SIZE_MISMATCH on the receiving rank (all_to_all_v,
  * gather_v at the root, scatter_v at the non-roots; the other ranks get
- * NEXAR_ERR_MISMATCH). Blocks of one output buffer must not overlap each
- * other, nor the input (except the in-place forms named below), and every
+ * NEXAR_ERR_MISMATCH, unless their part was done before they heard). Blocks of one output buffer
+ * must not overlap each other, nor the input (except the in-place forms named below), and every
  * (displ + count) * element size must fit in size_t: else
  * NEXAR_ERR_INVALID_ARGUMENT. Every one also returns NEXAR_ERR_INVALID_ARGUMENT
  * (NULL client/arrays, bad dtype), NEXAR_ERR_TIMEOUT, NEXAR_ERR_PEER_LOST,
@@ -427,16 +435,14 @@ NEXAR_EXTERN int nexar_reduce_scatter_v_nb(nexar_client *c, const void *send, vo
                                            const size_t *recv_counts, nexar_dtype dt, nexar_op op,
                                            nexar_request **req);
 /** Non-blocking nexar_all_to_all_v (counts and displs are copied). */
-NEXAR_EXTERN int nexar_all_to_all_v_nb(nexar_client *c, const void *send,
-                                       const size_t *send_counts, const size_t *send_displs,
-                                       void *recv, const size_t *recv_counts,
-                                       const size_t *recv_displs, nexar_dtype dt,
-                                       nexar_request **req);
+NEXAR_EXTERN int nexar_all_to_all_v_nb(nexar_client *c, const void *send, const size_t *send_counts,
+                                       const size_t *send_displs, void *recv,
+                                       const size_t *recv_counts, const size_t *recv_displs,
+                                       nexar_dtype dt, nexar_request **req);
 /** Non-blocking nexar_gather_v (counts and displs are copied). */
-NEXAR_EXTERN int nexar_gather_v_nb(nexar_client *c, const void *send, size_t send_count,
-                                   void *recv, const size_t *recv_counts,
-                                   const size_t *recv_displs, nexar_dtype dt, uint32_t root,
-                                   nexar_request **req);
+NEXAR_EXTERN int nexar_gather_v_nb(nexar_client *c, const void *send, size_t send_count, void *recv,
+                                   const size_t *recv_counts, const size_t *recv_displs,
+                                   nexar_dtype dt, uint32_t root, nexar_request **req);
 /** Non-blocking nexar_scatter_v (counts and displs are copied). */
 NEXAR_EXTERN int nexar_scatter_v_nb(nexar_client *c, const void *send, const size_t *send_counts,
                                     const size_t *send_displs, void *recv, size_t recv_count,
@@ -491,7 +497,9 @@ NEXAR_EXTERN int nexar_compressor_topk_new(nexar_compressor **out, double ratio)
 NEXAR_EXTERN int nexar_compressor_randomk_new(nexar_compressor **out, double ratio, uint64_t seed);
 /** Frees a compressor. */
 NEXAR_EXTERN void nexar_compressor_del(nexar_compressor *c);
-/** Allreduce with compression and error feedback (residual kept between calls). */
+/** Allreduce with compression and error feedback (residual kept between calls).
+ * NEXAR_SUM or NEXAR_AVG over a float dtype (else NEXAR_ERR_UNSUPPORTED; a
+ * bitwise op is NEXAR_ERR_INVALID_ARGUMENT). */
 NEXAR_EXTERN int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count,
                                              nexar_dtype dt, nexar_op op,
                                              const nexar_compressor *comp, void *residual);

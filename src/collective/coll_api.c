@@ -328,8 +328,7 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
       .root = has_root(j->kind) ? j->root : 0,
       .count = j->kind == NX_COLL_SPLIT ? 1 : (uint64_t)j->count,
   };
-  if (nx_kind_is_v(j->kind))
-    sig.count = vrc ? 0 : nx_v_sig_count(j, nexar_world_size(j->c));
+  if (nx_kind_is_v(j->kind)) sig.count = vrc ? 0 : nx_v_sig_count(j, nexar_world_size(j->c));
   if (run) j->vmem = NULL; /* the run owns it now */
   int rc = coll_post(j, run, &sig, vrc, nb, req);
   free(j->vmem); /* a call refused before it had a run */
@@ -516,20 +515,20 @@ int nexar_split(nexar_client *c, uint32_t color, uint32_t key, nexar_client **ou
 
 int nexar_all_gather_v(nexar_client *c, const void *send, size_t send_count, void *recv,
                        const size_t *recv_counts, const size_t *recv_displs, nexar_dtype dt) {
-  JOB(NX_COLL_ALL_GATHER_V, .send = send, .count = send_count, .recv = recv,
-      .rcounts = recv_counts, .rdispls = recv_displs, .dt = dt);
+  JOB(NX_COLL_ALL_GATHER_V, .send = send, .count = send_count, .recv = recv, .rcounts = recv_counts,
+      .rdispls = recv_displs, .dt = dt);
   return coll_call(&j, 0, NULL);
 }
 int nexar_all_gather_v_nb(nexar_client *c, const void *send, size_t send_count, void *recv,
                           const size_t *recv_counts, const size_t *recv_displs, nexar_dtype dt,
                           nexar_request **req) {
-  JOB(NX_COLL_ALL_GATHER_V, .send = send, .count = send_count, .recv = recv,
-      .rcounts = recv_counts, .rdispls = recv_displs, .dt = dt);
+  JOB(NX_COLL_ALL_GATHER_V, .send = send, .count = send_count, .recv = recv, .rcounts = recv_counts,
+      .rdispls = recv_displs, .dt = dt);
   return coll_call(&j, 1, req);
 }
 
-int nexar_reduce_scatter_v(nexar_client *c, const void *send, void *recv,
-                           const size_t *recv_counts, nexar_dtype dt, nexar_op op) {
+int nexar_reduce_scatter_v(nexar_client *c, const void *send, void *recv, const size_t *recv_counts,
+                           nexar_dtype dt, nexar_op op) {
   JOB(NX_COLL_REDUCE_SCATTER_V, .send = send, .recv = recv, .rcounts = recv_counts, .dt = dt,
       .op = op);
   return coll_call(&j, 0, NULL);
@@ -575,14 +574,14 @@ int nexar_gather_v_nb(nexar_client *c, const void *send, size_t send_count, void
 int nexar_scatter_v(nexar_client *c, const void *send, const size_t *send_counts,
                     const size_t *send_displs, void *recv, size_t recv_count, nexar_dtype dt,
                     uint32_t root) {
-  JOB(NX_COLL_SCATTER_V, .send = send, .scounts = send_counts, .sdispls = send_displs,
-      .recv = recv, .count = recv_count, .dt = dt, .root = root);
+  JOB(NX_COLL_SCATTER_V, .send = send, .scounts = send_counts, .sdispls = send_displs, .recv = recv,
+      .count = recv_count, .dt = dt, .root = root);
   return coll_call(&j, 0, NULL);
 }
 int nexar_scatter_v_nb(nexar_client *c, const void *send, const size_t *send_counts,
                        const size_t *send_displs, void *recv, size_t recv_count, nexar_dtype dt,
                        uint32_t root, nexar_request **req) {
-  JOB(NX_COLL_SCATTER_V, .send = send, .scounts = send_counts, .sdispls = send_displs,
-      .recv = recv, .count = recv_count, .dt = dt, .root = root);
+  JOB(NX_COLL_SCATTER_V, .send = send, .scounts = send_counts, .sdispls = send_displs, .recv = recv,
+      .count = recv_count, .dt = dt, .root = root);
   return coll_call(&j, 1, req);
 }

@@ -77,11 +77,12 @@ int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count, nexar_
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_compressed: bad dtype or op");
   if (!nx_op_dtype_valid(dt, op))
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
-                   "all_reduce_compressed: op %s needs an integer dtype, not %s",
-                   nexar_op_name(op), nexar_dtype_name(dt));
+                   "all_reduce_compressed: op %s needs an integer dtype, not %s", nexar_op_name(op),
+                   nexar_dtype_name(dt));
   if ((op != NEXAR_SUM && op != NEXAR_AVG) ||
       (dt != NEXAR_F32 && dt != NEXAR_F64 && dt != NEXAR_F16 && dt != NEXAR_BF16))
-    return nx_fail(NEXAR_ERR_UNSUPPORTED, "all_reduce_compressed: needs sum or avg over a float type");
+    return nx_fail(NEXAR_ERR_UNSUPPORTED,
+                   "all_reduce_compressed: needs sum or avg over a float type");
   if (count > UINT32_MAX)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_compressed: count above 2^32");
   size_t es = nexar_dtype_size(dt), n = c->size;

@@ -53,7 +53,7 @@ int nx_run_allgather_v(nx_job *j) {
 /* The ring engine over chunks of recv_counts (packed in send). */
 int nx_run_reduce_scatter_v(nx_job *j) {
   const nx_algo_params *p = &j->params;
-  uint32_t n = j->world, r = j->rank;
+  uint32_t n = j->world;
   size_t es = j->es, maxc = 0;
   for (uint32_t i = 0; i < n; i++)
     maxc = NX_MAX(maxc, j->rcounts[i]);
@@ -63,7 +63,6 @@ int nx_run_reduce_scatter_v(nx_job *j) {
     return 0;
   }
   if (maxc == 0) return 0; /* nx_job_build synchronised first */
-  (void)r;
   int large = maxc * es >= p->large_msg_bytes || nx_algo_force_segment;
   size_t seg = large ? nx_seg_elems(p->segment_bytes, es) : maxc;
   return nx_ring_run_v(j, j->send, j->recv, j->rcounts, j->rdispls, seg, large ? p->window : 2);
@@ -236,11 +235,11 @@ int nx_validate_v(nx_job *j, uint32_t rank, uint32_t n) {
   size_t stot = need_s ? vsum(sv, n) : 0, rtot = need_r ? vsum(rv, n) : 0;
   /* the single count must agree with this rank's own block */
   if ((k == NX_COLL_ALL_GATHER_V || (k == NX_COLL_GATHER_V && root)) && cnt != rv[rank])
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: send_count %zu but recv_counts[%u] = %zu",
-                   name, cnt, rank, rv[rank]);
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: send_count %zu but recv_counts[%u] = %zu", name,
+                   cnt, rank, rv[rank]);
   if (k == NX_COLL_SCATTER_V && root && cnt != sv[rank])
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: recv_count %zu but send_counts[%u] = %zu",
-                   name, cnt, rank, sv[rank]);
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: recv_count %zu but send_counts[%u] = %zu", name,
+                   cnt, rank, sv[rank]);
   if (k == NX_COLL_ALL_TO_ALL_V && sv[rank] != rv[rank])
     return nx_fail(NEXAR_ERR_SIZE_MISMATCH,
                    "%s: rank %u sends itself %zu elements but recv_counts[%u] = %zu", name, rank,
@@ -253,8 +252,7 @@ int nx_validate_v(nx_job *j, uint32_t rank, uint32_t n) {
   if (in_used && in_len && !send)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: send is NULL with %zu elements", name, in_len);
   if (out_used && out_len && !recv)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: recv is NULL with %zu elements", name,
-                   out_len);
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: recv is NULL with %zu elements", name, out_len);
   /* overlaps (the in-place forms excepted) */
   vblock *b = malloc((2 * (size_t)n + 2) * sizeof *b);
   if (!b) return nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory checking buffers", name);

@@ -283,7 +283,7 @@ typedef void (*kernel_fn)(unsigned char *, const unsigned char *, const unsigned
   { k_sum_##T, k_prod_##T, k_min_##T, k_max_##T, k_sum_##T, k_band_##W, k_bor_##W, k_bxor_##W }
 /* Indexed by the wire values of nexar_dtype and nexar_op. */
 static const kernel_fn scalar_kernels[10][8] = {
-    ROW(f32),       ROW(f64),       ROW(f16),      ROW(bf16),      IROW(i8, x8),
+    ROW(f32),       ROW(f64),       ROW(f16),     ROW(bf16),      IROW(i8, x8),
     IROW(i32, x32), IROW(i64, x64), IROW(u8, x8), IROW(u32, x32), IROW(u64, x64)};
 
 void nx_reduce3_scalar(void *dst, const void *a, const void *b, size_t count, nexar_dtype dt,
@@ -362,7 +362,7 @@ AVG_INT(u8, uint8_t, uint64_t)
 AVG_INT(u32, uint32_t, uint64_t)
 AVG_INT(u64, uint64_t, uint64_t)
 
-void nx_avg_div(void *buf, size_t count, nexar_dtype dt, uint32_t n) {
+void nx_avg_div_scalar(void *buf, size_t count, nexar_dtype dt, uint32_t n) {
   unsigned char *p = buf;
   if (count == 0 || n <= 1 || !nx_dtype_valid((int)dt)) return;
   switch (dt) {
@@ -494,4 +494,20 @@ void nx_reduce3(void *dst, const void *a, const void *b, size_t count, nexar_dty
 
 void nx_reduce(void *dst, const void *src, size_t count, nexar_dtype dt, nexar_op op) {
   nx_reduce3(dst, dst, src, count, dt, op);
+}
+
+void nx_avg_div(void *buf, size_t count, nexar_dtype dt, uint32_t n) {
+  if (count == 0 || n <= 1 || !nx_dtype_valid((int)dt)) return;
+  switch (impl_current()) {
+#if NX_REDUCE_X86
+  case IMPL_AVX512:
+    nx_avg_div_avx512(buf, count, dt, n);
+    return;
+  case IMPL_AVX2:
+    nx_avg_div_avx2(buf, count, dt, n);
+    return;
+#endif
+  default:
+    nx_avg_div_scalar(buf, count, dt, n);
+  }
 }

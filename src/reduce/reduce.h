@@ -50,6 +50,11 @@ void nx_reduce3_scalar(void *dst, const void *a, const void *b, size_t count, ne
  * (truncation toward zero) of the wrapped sum. NaN results are the default
  * NaN. n <= 1 leaves buf unchanged. */
 void nx_avg_div(void *buf, size_t count, nexar_dtype dt, uint32_t n);
+/* The reference division, and the SIMD ones (f32/f64 vectorised, the rest
+ * and the tails by the reference): the same bits for every input. */
+void nx_avg_div_scalar(void *buf, size_t count, nexar_dtype dt, uint32_t n);
+void nx_avg_div_avx2(void *buf, size_t count, nexar_dtype dt, uint32_t n);
+void nx_avg_div_avx512(void *buf, size_t count, nexar_dtype dt, uint32_t n);
 
 /* Fills buf with count copies of op's identity: sum 0, prod 1, min +inf
  * (largest value for integers), max -inf (smallest value), avg 0 (a sum),

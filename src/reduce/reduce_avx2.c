@@ -302,6 +302,88 @@ void nx_reduce3_avx2(void *dst, const void *a, const void *b, size_t count, nexa
   }
 }
 
+/* The average's division for f32 and f64 (IEEE division is correctly
+ * rounded, so the bits equal the scalar kernel's); every other dtype, and the
+ * tail, goes to the scalar one. */
+static TGT size_t avg_f32(uchar *p, size_t count, uint32_t n) {
+  __m256 d = _mm256_set1_ps((float)n);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m256 q = _mm256_div_ps(_mm256_loadu_ps((const float *)(p + 4 * i)), d);
+    _mm256_storeu_ps((float *)(p + 4 * i), canon_ps(q));
+  }
+  return i;
+}
+
+static TGT size_t avg_f64(uchar *p, size_t count, uint32_t n) {
+  __m256d d = _mm256_set1_pd((double)n);
+  size_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    __m256d q = _mm256_div_pd(_mm256_loadu_pd((const double *)(p + 8 * i)), d);
+    _mm256_storeu_pd((double *)(p + 8 * i), canon_pd(q));
+  }
+  return i;
+}
+
+/* f16/bf16 as the scalar kernel does: widen (exact), divide in double, round
+ * to f32 with round-to-odd, then once to the 16-bit format (nearest even).
+ * Round-to-odd: truncate toward zero (step back one unit when the nearest-even
+ * conversion went away from zero) and set the last bit when inexact. */
+INL __m128i lo32_of_64(__m256d m) {
+  return _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(
+      _mm256_castpd_si256(m), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+}
+
+INL __m128 pd_to_ps_odd(__m256d q) {
+  __m128 t = _mm256_cvtpd_ps(q);
+  __m256d back = _mm256_cvtps_pd(t);
+  __m256d abs = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7fffffffffffffffll));
+  __m128i inexact = lo32_of_64(_mm256_cmp_pd(back, q, _CMP_NEQ_UQ));
+  __m128i away =
+      lo32_of_64(_mm256_cmp_pd(_mm256_and_pd(back, abs), _mm256_and_pd(q, abs), _CMP_GT_OQ));
+  __m128i b = _mm_add_epi32(_mm_castps_si128(t), away); /* away is -1: one unit back */
+  b = _mm_or_si128(b, _mm_and_si128(inexact, _mm_set1_epi32(1)));
+  return _mm_castsi128_ps(b);
+}
+
+/* Eight widened values divided by d, rounded to odd; NaN lanes the default NaN. */
+INL __m256 avg8_odd(__m256 x, __m256d d) {
+  __m128 a = pd_to_ps_odd(_mm256_div_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(x)), d));
+  __m128 b = pd_to_ps_odd(_mm256_div_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), d));
+  __m256 r = _mm256_insertf128_ps(_mm256_castps128_ps256(a), b, 1);
+  return _mm256_blendv_ps(r, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)),
+                          _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+static TGT size_t avg_f16(uchar *p, size_t count, uint32_t n) {
+  __m256d d = _mm256_set1_pd((double)n);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8)
+    st_f16(p + 2 * i, avg8_odd(ld_f16(p + 2 * i), d));
+  return i;
+}
+
+static TGT size_t avg_bf16(uchar *p, size_t count, uint32_t n) {
+  __m256d d = _mm256_set1_pd((double)n);
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    __m256i v = _mm256_loadu_si256((const __m256i *)(p + 2 * i));
+    _mm256_storeu_si256((__m256i *)(p + 2 * i),
+                        bf16_pack(avg8_odd(bf16_lo(v), d), avg8_odd(bf16_hi(v), d)));
+  }
+  return i;
+}
+
+void nx_avg_div_avx2(void *buf, size_t count, nexar_dtype dt, uint32_t n) {
+  size_t done = 0;
+  if (n > 1 && dt == NEXAR_F32) done = avg_f32(buf, count, n);
+  if (n > 1 && dt == NEXAR_F64) done = avg_f64(buf, count, n);
+  if (n > 1 && dt == NEXAR_F16) done = avg_f16(buf, count, n);
+  if (n > 1 && dt == NEXAR_BF16) done = avg_bf16(buf, count, n);
+  size_t off = done * nexar_dtype_size(dt);
+  nx_avg_div_scalar((uchar *)buf + off, count - done, dt, n);
+}
+
 #else
 typedef int nx_reduce_avx2_not_x86; /* keeps the translation unit non-empty */
 #endif

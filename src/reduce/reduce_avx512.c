@@ -266,6 +266,39 @@ void nx_reduce3_avx512(void *dst, const void *a, const void *b, size_t count, ne
   }
 }
 
+/* The average's division for f32 and f64, as in reduce_avx2.c. */
+static TGT size_t avg_f32(uchar *p, size_t count, uint32_t n) {
+  __m512 d = _mm512_set1_ps((float)n);
+  size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    __m512 q = _mm512_div_ps(_mm512_loadu_ps((const float *)(p + 4 * i)), d);
+    _mm512_storeu_ps((float *)(p + 4 * i), canon_ps(q));
+  }
+  return i;
+}
+
+static TGT size_t avg_f64(uchar *p, size_t count, uint32_t n) {
+  __m512d d = _mm512_set1_pd((double)n);
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    __m512d q = _mm512_div_pd(_mm512_loadu_pd((const double *)(p + 8 * i)), d);
+    _mm512_storeu_pd((double *)(p + 8 * i), canon_pd(q));
+  }
+  return i;
+}
+
+void nx_avg_div_avx512(void *buf, size_t count, nexar_dtype dt, uint32_t n) {
+  if (dt == NEXAR_F16 || dt == NEXAR_BF16) { /* the AVX2 kernels (this CPU has them) */
+    nx_avg_div_avx2(buf, count, dt, n);
+    return;
+  }
+  size_t done = 0;
+  if (n > 1 && dt == NEXAR_F32) done = avg_f32(buf, count, n);
+  if (n > 1 && dt == NEXAR_F64) done = avg_f64(buf, count, n);
+  size_t off = done * nexar_dtype_size(dt);
+  nx_avg_div_scalar((uchar *)buf + off, count - done, dt, n);
+}
+
 #else
 typedef int nx_reduce_avx512_not_x86; /* keeps the translation unit non-empty */
 #endif

@@ -165,8 +165,8 @@ static int64_t sext(uint64_t u, nexar_dtype dt) {
 
 static double gen(nexar_dtype dt, nexar_op op, uint32_t rank, size_t i, int salt) {
   if (op >= NEXAR_BAND) { /* bit patterns that differ per rank and element */
-    uint64_t h = ((uint64_t)rank * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)(i + 1) * 0xc2b2ae3d27d4eb4full) ^
-                 (uint64_t)salt;
+    uint64_t h = ((uint64_t)rank * 0x9e3779b97f4a7c15ull) ^
+                 ((uint64_t)(i + 1) * 0xc2b2ae3d27d4eb4full) ^ (uint64_t)salt;
     h ^= h >> 29;
     h *= 0xbf58476d1ce4e5b9ull;
     h ^= h >> 32;

@@ -220,7 +220,7 @@ static int run_case(const ccase *cc, uint32_t n, size_t count, nexar_dtype dt, u
   rstate *rs = calloc(n, sizeof *rs);
   size_t es = nexar_dtype_size(dt), blk = count * es;
   int salt = (int)(seed % 1000);
-  nexar_op op = cc->op; /* exact inputs: every order gives the same bits */
+  nexar_op op = cc->op;     /* exact inputs: every order gives the same bits */
   size_t ext = blk * n + 1; /* buffer bytes (the v-collectives' layouts need more) */
   if (is_v(cc->kind)) ext = (size_t)n * ((count + 2) + 3) * es * (n + 1) + 1;
   int fails = 0;
@@ -473,15 +473,20 @@ static int run_case(const ccase *cc, uint32_t n, size_t count, nexar_dtype dt, u
 int main(int argc, char **argv) {
   int seeds = argc > 1 ? atoi(argv[1]) : 3;
   ccase cases[] = {
-      {NX_COLL_ALL_REDUCE, "allreduce/recdbl", &nx_algo_force_allreduce, NX_AR_RECDBL, NEXAR_SUM, 0},
-      {NX_COLL_ALL_REDUCE, "allreduce/halvdbl", &nx_algo_force_allreduce, NX_AR_HALVDBL, NEXAR_SUM, 0},
+      {NX_COLL_ALL_REDUCE, "allreduce/recdbl", &nx_algo_force_allreduce, NX_AR_RECDBL, NEXAR_SUM,
+       0},
+      {NX_COLL_ALL_REDUCE, "allreduce/halvdbl", &nx_algo_force_allreduce, NX_AR_HALVDBL, NEXAR_SUM,
+       0},
       {NX_COLL_ALL_REDUCE, "allreduce/ring", &nx_algo_force_allreduce, NX_AR_RING, NEXAR_SUM, 0},
-      {NX_COLL_ALL_REDUCE, "allreduce/ring_pipe", &nx_algo_force_allreduce, NX_AR_RING_PIPE, NEXAR_SUM, 0},
+      {NX_COLL_ALL_REDUCE, "allreduce/ring_pipe", &nx_algo_force_allreduce, NX_AR_RING_PIPE,
+       NEXAR_SUM, 0},
       {NX_COLL_ALL_REDUCE_RS_AG, "allreduce_rs_ag", NULL, 0, NEXAR_SUM, 0},
       {NX_COLL_ALL_REDUCE_BUCKETED, "allreduce_bucketed", NULL, 0, NEXAR_SUM, 0},
-      {NX_COLL_BROADCAST, "broadcast/binomial", &nx_algo_force_broadcast, NX_BC_BINOMIAL, NEXAR_SUM, 0},
+      {NX_COLL_BROADCAST, "broadcast/binomial", &nx_algo_force_broadcast, NX_BC_BINOMIAL, NEXAR_SUM,
+       0},
       {NX_COLL_BROADCAST, "broadcast/chain", &nx_algo_force_broadcast, NX_BC_CHAIN, NEXAR_SUM, 0},
-      {NX_COLL_ALL_GATHER, "allgather/recdbl", &nx_algo_force_allgather, NX_AG_RECDBL, NEXAR_SUM, 0},
+      {NX_COLL_ALL_GATHER, "allgather/recdbl", &nx_algo_force_allgather, NX_AG_RECDBL, NEXAR_SUM,
+       0},
       {NX_COLL_ALL_GATHER, "allgather/ring", &nx_algo_force_allgather, NX_AG_RING, NEXAR_SUM, 0},
       {NX_COLL_GATHER, "gather/binomial", &nx_algo_force_gather, NX_GS_BINOMIAL, NEXAR_SUM, 0},
       {NX_COLL_GATHER, "gather/direct", &nx_algo_force_gather, NX_GS_DIRECT, NEXAR_SUM, 0},
@@ -496,10 +501,14 @@ int main(int argc, char **argv) {
       {NX_COLL_EXSCAN, "exscan/chain", &nx_algo_force_scan, NX_SC_CHAIN, NEXAR_SUM, 0},
       {NX_COLL_BARRIER, "barrier", NULL, 0, NEXAR_SUM, 0},
       /* the operators of issue 14 */
-      {NX_COLL_ALL_REDUCE, "allreduce/recdbl avg", &nx_algo_force_allreduce, NX_AR_RECDBL, NEXAR_AVG, 0},
-      {NX_COLL_ALL_REDUCE, "allreduce/halvdbl band", &nx_algo_force_allreduce, NX_AR_HALVDBL, NEXAR_BAND, 1},
-      {NX_COLL_ALL_REDUCE, "allreduce/ring avg", &nx_algo_force_allreduce, NX_AR_RING, NEXAR_AVG, 0},
-      {NX_COLL_ALL_REDUCE, "allreduce/ring_pipe bxor", &nx_algo_force_allreduce, NX_AR_RING_PIPE, NEXAR_BXOR, 1},
+      {NX_COLL_ALL_REDUCE, "allreduce/recdbl avg", &nx_algo_force_allreduce, NX_AR_RECDBL,
+       NEXAR_AVG, 0},
+      {NX_COLL_ALL_REDUCE, "allreduce/halvdbl band", &nx_algo_force_allreduce, NX_AR_HALVDBL,
+       NEXAR_BAND, 1},
+      {NX_COLL_ALL_REDUCE, "allreduce/ring avg", &nx_algo_force_allreduce, NX_AR_RING, NEXAR_AVG,
+       0},
+      {NX_COLL_ALL_REDUCE, "allreduce/ring_pipe bxor", &nx_algo_force_allreduce, NX_AR_RING_PIPE,
+       NEXAR_BXOR, 1},
       {NX_COLL_ALL_REDUCE_RS_AG, "allreduce_rs_ag avg", NULL, 0, NEXAR_AVG, 0},
       {NX_COLL_ALL_REDUCE_BUCKETED, "allreduce_bucketed avg", NULL, 0, NEXAR_AVG, 0},
       {NX_COLL_ALL_REDUCE_BUCKETED, "allreduce_bucketed bor", NULL, 0, NEXAR_BOR, 1},

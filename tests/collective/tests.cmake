@@ -36,3 +36,22 @@ target_include_directories(sched_sim_test PRIVATE ${NX_COLL_DIR})
 target_link_libraries(sched_sim_test PRIVATE nexar_internal)
 add_test(NAME unit.sched_sim COMMAND sched_sim_test 3)
 set_tests_properties(unit.sched_sim PROPERTIES TIMEOUT 300 LABELS "unit;collective")
+# Issue 14's C API: avg/band/bor/bxor, the variable-count collectives, sendrecv.
+add_executable(coll_v_test ${NX_COLL_DIR}/coll_v_test.c ${NX_COLL_DIR}/coll_util.c)
+target_include_directories(coll_v_test PRIVATE ${NX_COLL_DIR})
+target_link_libraries(coll_v_test PRIVATE nexar_internal)
+foreach(suite ops v vnb verr vlarge sendrecv)
+  add_test(NAME collective.v_${suite} COMMAND coll_v_test ${suite})
+  set_tests_properties(collective.v_${suite} PROPERTIES TIMEOUT 120 LABELS "collective")
+endforeach()
+# Large, empty and mismatched blocks over the TCP bulk stream (as collective.bulk_nb).
+foreach(suite vlarge vnb)
+  add_test(NAME collective.v_bulk_${suite} COMMAND coll_v_test ${suite})
+  set_tests_properties(collective.v_bulk_${suite} PROPERTIES TIMEOUT 120 LABELS "collective;bulk"
+                       ENVIRONMENT "NEXAR_BULK_TCP_LOCAL=1;NEXAR_BULK_MIN_BYTES=0")
+endforeach()
+# The same checks with one process per rank.
+add_test(NAME collective.v_processes
+         COMMAND $<TARGET_FILE:nexar-run> -n 3 --timeout 100 -- $<TARGET_FILE:coll_v_test> proc)
+set_tests_properties(collective.v_processes PROPERTIES TIMEOUT 120 LABELS "collective;integration"
+                     ENVIRONMENT "NEXAR_COLLECTIVE_TIMEOUT_MS=10000;NEXAR_BARRIER_TIMEOUT_MS=10000")

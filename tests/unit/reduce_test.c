@@ -68,7 +68,7 @@ static double bitsd(uint64_t u) {
 
 static const nexar_dtype all_dtypes[] = {NEXAR_F32, NEXAR_F64, NEXAR_F16, NEXAR_BF16, NEXAR_I8,
                                          NEXAR_I32, NEXAR_I64, NEXAR_U8,  NEXAR_U32,  NEXAR_U64};
-static const nexar_op all_ops[] = {NEXAR_SUM, NEXAR_PROD, NEXAR_MIN,  NEXAR_MAX,
+static const nexar_op all_ops[] = {NEXAR_SUM, NEXAR_PROD, NEXAR_MIN, NEXAR_MAX,
                                    NEXAR_AVG, NEXAR_BAND, NEXAR_BOR, NEXAR_BXOR};
 #define N_OPS 8
 
@@ -584,10 +584,10 @@ static void test_identities(void) {
        0xff, 0xffffffffu, ~0ull},
       {0xff800000u, 0xfff0000000000000ull, 0xfc00, 0xff80, 0x80, 0x80000000u, 0x8000000000000000ull,
        0, 0, 0},
-      {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},                                          /* avg: a sum */
-      {0, 0, 0, 0, 0xff, 0xffffffffu, ~0ull, 0xff, 0xffffffffu, ~0ull},        /* band */
-      {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},                                          /* bor */
-      {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},                                          /* bxor */
+      {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},                                   /* avg: a sum */
+      {0, 0, 0, 0, 0xff, 0xffffffffu, ~0ull, 0xff, 0xffffffffu, ~0ull}, /* band */
+      {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},                                   /* bor */
+      {0, 0, 0, 0, 0, 0, 0, 0, 0, 0},                                   /* bxor */
   };
   unsigned char buf[1 + 33 * 8 + 1], x[33 * 8], d[33 * 8];
   for (size_t t = 0; t < 10; t++) {
@@ -771,28 +771,53 @@ static void test_avg_div(void) {
   static const uint32_t ns[] = {1, 2, 3, 5, 7, 9, 1000, 4097, 65535};
   enum { N = 2049 };
   unsigned char x[N * 8 + 1], d[N * 8 + 2], tmp[N * 8];
-  for (size_t t = 0; t < 10; t++)
-    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
-      nexar_dtype dt = all_dtypes[t];
-      size_t size = nexar_dtype_size(dt);
-      gen_pair(x, tmp, N, dt);
-      if (dt == NEXAR_F16) /* every f16 pattern once (N > 2048 only covers part: shift by k) */
-        for (size_t i = 0; i < N; i++)
-          set_elem(x, i, 2, (uint16_t)(i * 32 + k));
-      d[0] = 0x77, d[1 + N * size] = 0x77;
-      memcpy(d + 1, x, N * size); /* unaligned */
-      nx_avg_div(d + 1, N, dt, ns[k]);
-      int bad = 0;
-      for (size_t i = 0; i < N && bad < 3; i++) {
-        uint64_t xi = get_elem(x, i, size), got = get_elem(d + 1, i, size);
-        uint64_t want = ns[k] == 1 ? xi : ref_avg(dt, xi, ns[k]);
-        bad += got != want;
-        CHECK(got == want, "avg %s / %u [%zu]: %llx -> %llx, want %llx", nexar_dtype_name(dt),
-              ns[k], i, (unsigned long long)xi, (unsigned long long)got,
-              (unsigned long long)want);
+  for (int si = 0; si < n_impls; si++) { /* every kernel set, against the reference */
+    CHECK(nx_reduce_set_impl(impls[si]) == 0, "select %s", impls[si]);
+    for (size_t t = 0; t < 10; t++)
+      for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
+        nexar_dtype dt = all_dtypes[t];
+        size_t size = nexar_dtype_size(dt);
+        gen_pair(x, tmp, N, dt);
+        if (dt == NEXAR_F16) /* every f16 pattern once (N > 2048 only covers part: shift by k) */
+          for (size_t i = 0; i < N; i++)
+            set_elem(x, i, 2, (uint16_t)(i * 32 + k));
+        d[0] = 0x77, d[1 + N * size] = 0x77;
+        memcpy(d + 1, x, N * size); /* unaligned */
+        nx_avg_div(d + 1, N, dt, ns[k]);
+        int bad = 0;
+        for (size_t i = 0; i < N && bad < 3; i++) {
+          uint64_t xi = get_elem(x, i, size), got = get_elem(d + 1, i, size);
+          uint64_t want = ns[k] == 1 ? xi : ref_avg(dt, xi, ns[k]);
+          bad += got != want;
+          CHECK(got == want, "%s avg %s / %u [%zu]: %llx -> %llx, want %llx", impls[si],
+                nexar_dtype_name(dt), ns[k], i, (unsigned long long)xi, (unsigned long long)got,
+                (unsigned long long)want);
+        }
+        CHECK(d[0] == 0x77 && d[1 + N * size] == 0x77, "avg %s wrote outside",
+              nexar_dtype_name(dt));
       }
-      CHECK(d[0] == 0x77 && d[1 + N * size] == 0x77, "avg %s wrote outside", nexar_dtype_name(dt));
-    }
+  }
+  nx_reduce_set_impl(NULL);
+  /* every f16 and bf16 pattern through every kernel set, against the reference */
+  static uint16_t all[65536 + 3];
+  static const uint32_t ns2[] = {3, 6, 7, 11, 12345, 30001, 54321, 65521};
+  for (int dti = 0; dti < 2; dti++)
+    for (size_t k = 0; k < sizeof ns2 / sizeof *ns2; k++)
+      for (int si = 0; si < n_impls; si++) {
+        nexar_dtype dt = dti ? NEXAR_BF16 : NEXAR_F16;
+        for (size_t i = 0; i < 65536; i++)
+          all[i + 1] = (uint16_t)i;
+        nx_reduce_set_impl(impls[si]);
+        nx_avg_div(all + 1, 65536, dt, ns2[k]);
+        int bad = 0;
+        for (size_t i = 0; i < 65536 && bad < 3; i++) {
+          uint64_t want = ref_avg(dt, i, ns2[k]);
+          bad += all[i + 1] != want;
+          CHECK(all[i + 1] == want, "%s avg %s %zx / %u = %x, want %llx", impls[si],
+                nexar_dtype_name(dt), i, ns2[k], all[i + 1], (unsigned long long)want);
+        }
+      }
+  nx_reduce_set_impl(NULL);
   /* the documented cases: integers truncate toward zero; bf16 rounds to even */
   int32_t v[4] = {7, -7, 5, -1};
   nx_avg_div(v, 4, NEXAR_I32, 2);
