@@ -49,7 +49,7 @@ def make_op(name, nbytes, n, group):
 
 def timed(fn, nbytes, group):
     fn()  # warm up
-    iters = 3 if nbytes >= 16 << 20 else 10 if nbytes >= 1 << 20 else 50 if nbytes >= 64 << 10 else 200
+    iters = 2 if nbytes >= 16 << 20 else 5 if nbytes >= 1 << 20 else 20 if nbytes >= 64 << 10 else 100
     dist.barrier(group=group)
     t0 = time.perf_counter()
     for _ in range(iters):
@@ -97,6 +97,10 @@ def worker(rank, n, port, out, reps):
                 for b in groups:
                     samples[b].append(timed(fns[b], size, groups[b]))
             res[(op, size)] = {b: statistics.median(v) for b, v in samples.items()}
+            if rank == 0:
+                r = res[(op, size)]
+                print(f"  n={n} {op} {human(size)}: nexar {r['nexar'] * 1e6:.1f} us, gloo {r['gloo'] * 1e6:.1f} us",
+                      file=sys.stderr, flush=True)
     for hidden in (64, 1024):
         samples = {b: [] for b in groups}
         for _ in range(reps):
@@ -139,12 +143,12 @@ def main():
             lines.append(f"| h = {hidden} | {r['nexar'] * 1e3:.3f} | {r['gloo'] * 1e3:.3f} | "
                          f"{r['gloo'] / r['nexar']:.2f}x |")
         lines.append("")
-    text = "\n".join(lines)
-    print(text)
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "ratio.md"), "w") as fh:
-            fh.write(text + "\n")
+        text = "\n".join(lines)
+        print(text, flush=True)
+        if a.out:  # after every world, so a partial run keeps what it measured
+            os.makedirs(a.out, exist_ok=True)
+            with open(os.path.join(a.out, "ratio.md"), "w") as fh:
+                fh.write(text + "\n")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 #include <Python.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 namespace nexar_torch {
@@ -128,6 +130,44 @@ void unflatten(const at::Tensor &flat, std::vector<at::Tensor> &ts) {
 }
 
 void *ptr(const at::Tensor &t) { return t.numel() ? t.data_ptr() : nullptr; }
+
+// Zero-copy placement of a tensor list for a variable-count call: when every
+// tensor is contiguous, at a whole-element offset from the lowest one, and
+// none overlaps another or `avoid`, *base is the lowest address and displs
+// the offsets in elements. Otherwise false (the caller stages).
+bool place(const std::vector<at::Tensor> &ts, const at::Tensor *avoid, char **base,
+           std::vector<size_t> *displs) {
+  struct R {
+    uintptr_t lo, hi;
+  };
+  std::vector<R> rs;
+  uintptr_t lo = UINTPTR_MAX;
+  size_t es = ts.empty() ? 1 : ts[0].element_size();
+  for (auto &t : ts) {
+    if (!t.is_contiguous()) return false;
+    if (!t.numel()) continue;
+    auto p = reinterpret_cast<uintptr_t>(t.data_ptr());
+    rs.push_back({p, p + nbytes(t)});
+    lo = std::min(lo, p);
+  }
+  if (avoid && avoid->numel()) {
+    auto p = reinterpret_cast<uintptr_t>(avoid->data_ptr());
+    rs.push_back({p, p + nbytes(*avoid)});
+  }
+  std::vector<R> sorted = rs;
+  std::sort(sorted.begin(), sorted.end(), [](const R &a, const R &b) { return a.lo < b.lo; });
+  for (size_t i = 1; i < sorted.size(); i++)
+    if (sorted[i].lo < sorted[i - 1].hi) return false;
+  displs->assign(ts.size(), 0);
+  for (size_t i = 0; i < ts.size(); i++) {
+    if (!ts[i].numel()) continue;
+    uintptr_t off = reinterpret_cast<uintptr_t>(ts[i].data_ptr()) - lo;
+    if (off % es) return false;
+    (*displs)[i] = off / es;
+  }
+  *base = lo == UINTPTR_MAX ? nullptr : reinterpret_cast<char *>(lo);
+  return true;
+}
 
 } // namespace
 
@@ -316,28 +356,34 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::allgather(
   TORCH_CHECK(outputs.size() == 1 && (int)outputs[0].size() == size_, "nexar ", name,
               ": needs one list of ", size_, " output tensors");
   std::vector<size_t> counts;
-  bool even = true;
   for (auto &t : outputs[0]) {
     check_same(in, t, name);
     counts.push_back((size_t)t.numel());
-    even = even && t.numel() == in.numel();
   }
   TORCH_CHECK((int64_t)counts[rank_] == in.numel(), "nexar ", name, ": the input has ",
               in.numel(), " elements, this rank's output block ", counts[rank_]);
   Dt d = map_dtype(in, name);
   auto op = new_op(name);
   at::Tensor src = dense(in);
-  size_t total = std::accumulate(counts.begin(), counts.end(), (size_t)0);
-  at::Tensor flat = at::empty({(int64_t)total}, in.options().memory_format(at::MemoryFormat::Contiguous));
-  op->keep = {src, flat};
+  op->keep = {src};
   op->outputs = outputs[0];
-  op->post = [flat, ts = outputs[0]]() mutable { unflatten(flat, ts); };
+  // every rank calls all_gather_v (ranks must agree on the call), straight
+  // into the output tensors when they allow it, else into one staging buffer
+  char *base = nullptr;
+  std::vector<size_t> displs;
   int rc;
-  if (even)
-    rc = nexar_all_gather_nb(comm_->c, ptr(src), ptr(flat), (size_t)src.numel(), d.dt, &op->req);
-  else
+  if (place(outputs[0], &src, &base, &displs)) {
+    for (auto &t : outputs[0]) op->keep.push_back(t);
+    rc = nexar_all_gather_v_nb(comm_->c, ptr(src), (size_t)src.numel(), base, op->hold(counts),
+                               op->hold(displs), d.dt, &op->req);
+  } else {
+    size_t total = std::accumulate(counts.begin(), counts.end(), (size_t)0);
+    at::Tensor flat = at::empty({(int64_t)total}, src.options());
+    op->keep.push_back(flat);
+    op->post = [flat, ts = outputs[0]]() mutable { unflatten(flat, ts); };
     rc = nexar_all_gather_v_nb(comm_->c, ptr(src), (size_t)src.numel(), ptr(flat),
                                op->hold(counts), nullptr, d.dt, &op->req);
+  }
   return start(op, OpType::ALLGATHER, rc, opts.timeout);
 }
 
@@ -537,14 +583,36 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::alltoall(std::vector<at::Tenso
   }
   Dt d = map_dtype(inputs[0], name);
   auto op = new_op(name);
-  at::Tensor src = flatten(inputs);
-  int64_t total = std::accumulate(rcn.begin(), rcn.end(), (int64_t)0);
-  at::Tensor flat = at::empty({total}, src.options());
-  op->keep = {src, flat};
   op->outputs = outputs;
-  op->post = [flat, ts = outputs]() mutable { unflatten(flat, ts); };
-  int rc = nexar_all_to_all_v_nb(comm_->c, ptr(src), op->hold(sc), nullptr, ptr(flat),
-                                 op->hold(rcn), nullptr, d.dt, &op->req);
+  // straight from the input and into the output tensors when they allow it
+  char *sbase = nullptr, *rbase = nullptr;
+  std::vector<size_t> sd, rd;
+  const size_t *sdp = nullptr, *rdp = nullptr;
+  at::Tensor src, flat;
+  if (place(inputs, nullptr, &sbase, &sd)) {
+    for (auto &t : inputs) op->keep.push_back(t);
+    sdp = op->hold(sd);
+  } else {
+    src = flatten(inputs);
+    op->keep.push_back(src);
+    sbase = static_cast<char *>(ptr(src));
+  }
+  std::vector<at::Tensor> all = outputs;
+  all.insert(all.end(), inputs.begin(), inputs.end()); // outputs may not overlap inputs
+  std::vector<size_t> ignore;
+  char *ignore_base;
+  if (place(outputs, nullptr, &rbase, &rd) && place(all, nullptr, &ignore_base, &ignore)) {
+    for (auto &t : outputs) op->keep.push_back(t);
+    rdp = op->hold(rd);
+  } else {
+    int64_t total = std::accumulate(rcn.begin(), rcn.end(), (int64_t)0);
+    flat = at::empty({total}, inputs[0].options().memory_format(at::MemoryFormat::Contiguous));
+    op->keep.push_back(flat);
+    rbase = static_cast<char *>(ptr(flat));
+    op->post = [flat, ts = outputs]() mutable { unflatten(flat, ts); };
+  }
+  int rc = nexar_all_to_all_v_nb(comm_->c, sbase, op->hold(sc), sdp, rbase, op->hold(rcn), rdp,
+                                 d.dt, &op->req);
   return start(op, OpType::ALLTOALL, rc, opts.timeout);
 }
 
