@@ -80,13 +80,17 @@ std::string join_host_port(const std::string &host, const std::string &port) {
   return host + ":" + port;
 }
 
-std::string to_string(const std::vector<uint8_t> &v) { return std::string(v.begin(), v.end()); }
-std::vector<uint8_t> to_bytes(const std::string &s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+std::string to_string(const std::vector<uint8_t> &v) {
+  return std::string(v.begin(), v.end());
+}
+std::vector<uint8_t> to_bytes(const std::string &s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
+}
 
 uint32_t clamp_ms(std::chrono::milliseconds t) {
   long long ms = t.count();
-  if (ms <= 0) return 0;                   // no limit
-  if (ms > 86400000LL) return 86400000u;   // the config table's maximum (1 day)
+  if (ms <= 0) return 0;                 // no limit
+  if (ms > 86400000LL) return 86400000u; // the config table's maximum (1 day)
   return (uint32_t)ms;
 }
 

@@ -11,11 +11,11 @@ namespace py = pybind11;
 
 namespace {
 
-c10::intrusive_ptr<nexar_torch::ProcessGroupNexar> create(
-    const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
-    std::chrono::milliseconds timeout) {
-  TORCH_CHECK(size > 0 && rank >= 0 && rank < size, "nexar: rank ", rank,
-              " is outside a group of ", size);
+c10::intrusive_ptr<nexar_torch::ProcessGroupNexar>
+create(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+       std::chrono::milliseconds timeout) {
+  TORCH_CHECK(size > 0 && rank >= 0 && rank < size, "nexar: rank ", rank, " is outside a group of ",
+              size);
   return c10::make_intrusive<nexar_torch::ProcessGroupNexar>(store, rank, size, timeout);
 }
 
@@ -37,5 +37,6 @@ PYBIND11_MODULE(_C, m) {
   m.def("create_process_group", &create, py::arg("store"), py::arg("rank"), py::arg("size"),
         py::arg("timeout"), py::call_guard<py::gil_scoped_release>(),
         "The creator registered with torch.distributed.Backend.register_backend.");
-  m.def("version", []() { return std::string(nexar_version()); }, "libnexar's version.");
+  m.def(
+      "version", []() { return std::string(nexar_version()); }, "libnexar's version.");
 }

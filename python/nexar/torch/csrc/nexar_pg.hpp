@@ -46,7 +46,7 @@ struct Op;
 // waited (libnexar keeps a request valid after nexar_client_del).
 struct Comm {
   nexar_client *c = nullptr;
-  nexar_seed *seed = nullptr; // group rank 0 serves discovery for the group's lifetime
+  nexar_seed *seed = nullptr;  // group rank 0 serves discovery for the group's lifetime
   nexar_client *ctl = nullptr; // same ranks, own tag space: monitoredBarrier's messages
   int rank = 0, size = 0;
 
@@ -58,7 +58,7 @@ struct Comm {
   // nexar_abort on the communicator (pending and later calls fail ABORTED).
   void abort();
 
- private:
+private:
   void run();
   std::mutex mu_;
   std::condition_variable cv_;
@@ -73,11 +73,11 @@ struct Op {
 
   std::shared_ptr<Comm> comm;
   const char *name = "";
-  nexar_request *req = nullptr;      // a libnexar request, or
-  std::function<int()> blocking;     // a blocking call run by whoever waits (recvAnysource)
-  std::function<void()> post;        // after success: copy out of staging buffers
-  std::vector<at::Tensor> keep;      // every buffer the request may touch
-  std::vector<at::Tensor> outputs;   // the future's value
+  nexar_request *req = nullptr;    // a libnexar request, or
+  std::function<int()> blocking;   // a blocking call run by whoever waits (recvAnysource)
+  std::function<void()> post;      // after success: copy out of staging buffers
+  std::vector<at::Tensor> keep;    // every buffer the request may touch
+  std::vector<at::Tensor> outputs; // the future's value
   c10::intrusive_ptr<c10::ivalue::Future> future;
   // the operation's own timeout (from its options when they set one), or none
   std::chrono::steady_clock::time_point deadline{};
@@ -107,12 +107,12 @@ struct Op {
   // Completes an op that failed to start.
   void fail_now(std::exception_ptr e);
 
- private:
+private:
   int run_claimed(std::chrono::milliseconds wait_for, bool *gave_up, std::string *why);
 };
 
 class WorkNexar : public c10d::Work {
- public:
+public:
   WorkNexar(std::shared_ptr<Op> op, int rank, c10d::OpType type);
   ~WorkNexar() override;
   bool isCompleted() override;
@@ -124,26 +124,29 @@ class WorkNexar : public c10d::Work {
   void abort() override;
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
 
- private:
+private:
   std::shared_ptr<Op> op_;
   bool handed_ = false;
 };
 
 class ProcessGroupNexar : public c10d::ProcessGroup {
- public:
+public:
   // Forms the group's nexar world through the store (see formation.cpp).
   ProcessGroupNexar(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
                     std::chrono::milliseconds timeout);
   ~ProcessGroupNexar() override;
 
-  const std::string getBackendName() const override { return "nexar"; }
+  const std::string getBackendName() const override {
+    return "nexar";
+  }
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor> &tensors,
                                            const c10d::BroadcastOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor> &tensors,
                                            const c10d::AllreduceOptions &opts) override;
-  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
-      std::vector<at::Tensor> &tensors, const c10d::AllreduceCoalescedOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work>
+  allreduce_coalesced(std::vector<at::Tensor> &tensors,
+                      const c10d::AllreduceCoalescedOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor> &tensors,
                                         const c10d::ReduceOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>> &outputs,
@@ -151,9 +154,9 @@ class ProcessGroupNexar : public c10d::ProcessGroup {
                                            const c10d::AllgatherOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor &output, at::Tensor &input,
                                                  const c10d::AllgatherOptions &opts) override;
-  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
-      std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
-      const c10d::AllgatherOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputs,
+                                                     std::vector<at::Tensor> &inputs,
+                                                     const c10d::AllgatherOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>> &outputs,
                                         std::vector<at::Tensor> &inputs,
                                         const c10d::GatherOptions &opts) override;
@@ -163,8 +166,9 @@ class ProcessGroupNexar : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor> &outputs,
                                                 std::vector<std::vector<at::Tensor>> &inputs,
                                                 const c10d::ReduceScatterOptions &opts) override;
-  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
-      at::Tensor &output, at::Tensor &input, const c10d::ReduceScatterOptions &opts) override;
+  c10::intrusive_ptr<c10d::Work>
+  _reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+                       const c10d::ReduceScatterOptions &opts) override;
   c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor &output, at::Tensor &input,
                                                std::vector<int64_t> &outputSplits,
                                                std::vector<int64_t> &inputSplits,
@@ -172,18 +176,17 @@ class ProcessGroupNexar : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor> &outputs,
                                           std::vector<at::Tensor> &inputs,
                                           const c10d::AllToAllOptions &opts) override;
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst,
-                                      int tag) override;
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src,
-                                      int tag) override;
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors,
-                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor> &tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor> &tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor> &tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions &opts) override;
   void monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks) override;
 
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  std::chrono::milliseconds timeout() const {
+    return timeout_;
+  }
 
- private:
+private:
   // Wraps a started (or failed to start) op in a Work.
   c10::intrusive_ptr<c10d::Work> start(std::shared_ptr<Op> op, c10d::OpType type, int rc,
                                        std::chrono::milliseconds op_timeout);
@@ -198,7 +201,6 @@ std::shared_ptr<Comm> form_comm(const c10::intrusive_ptr<c10d::Store> &store, in
                                 std::chrono::milliseconds timeout);
 
 // "nexar <op> on rank R of N: <reason>" as a std::runtime_error.
-std::exception_ptr make_error(const char *op, int rank, int size, int rc,
-                              const std::string &why);
+std::exception_ptr make_error(const char *op, int rank, int size, int rc, const std::string &why);
 
 } // namespace nexar_torch

@@ -2,6 +2,7 @@
 // dtypes and reduce ops onto libnexar's, staging of tensor lists into one
 // buffer, and the libnexar non-blocking call.
 #include "nexar_pg.hpp"
+#include "tensor_util.hpp"
 
 #include <Python.h>
 #include <pybind11/pybind11.h>
@@ -11,165 +12,8 @@
 #include <numeric>
 
 namespace nexar_torch {
-namespace {
 
 using c10d::OpType;
-
-const char *kSupported =
-    "float32, float64, float16, bfloat16, int8, uint8, int32, int64 and bool";
-
-struct Dt {
-  nexar_dtype dt;
-  bool is_bool, is_float;
-};
-
-Dt map_dtype(const at::Tensor &t, const char *op) {
-  switch (t.scalar_type()) {
-  case at::kFloat: return {NEXAR_F32, false, true};
-  case at::kDouble: return {NEXAR_F64, false, true};
-  case at::kHalf: return {NEXAR_F16, false, true};
-  case at::kBFloat16: return {NEXAR_BF16, false, true};
-  case at::kChar: return {NEXAR_I8, false, false};
-  case at::kByte: return {NEXAR_U8, false, false};
-  case at::kInt: return {NEXAR_I32, false, false};
-  case at::kLong: return {NEXAR_I64, false, false};
-  case at::kBool: return {NEXAR_U8, true, false}; // one byte, 0 or 1
-  default:
-    TORCH_CHECK(false, "nexar ", op, ": dtype ", t.scalar_type(),
-                " is not supported by the nexar backend (supported: ", kSupported, ")");
-  }
-}
-
-const char *op_name(c10d::ReduceOp::RedOpType r) {
-  switch (r) {
-  case c10d::ReduceOp::SUM: return "SUM";
-  case c10d::ReduceOp::AVG: return "AVG";
-  case c10d::ReduceOp::PRODUCT: return "PRODUCT";
-  case c10d::ReduceOp::MIN: return "MIN";
-  case c10d::ReduceOp::MAX: return "MAX";
-  case c10d::ReduceOp::BAND: return "BAND";
-  case c10d::ReduceOp::BOR: return "BOR";
-  case c10d::ReduceOp::BXOR: return "BXOR";
-  case c10d::ReduceOp::PREMUL_SUM: return "PREMUL_SUM";
-  default: return "UNKNOWN";
-  }
-}
-
-// bool is a byte of 0 or 1: SUM is logical or (MAX), PRODUCT logical and (MIN).
-nexar_op map_op(const c10d::ReduceOp &rop, const Dt &d, const char *op) {
-  auto r = rop.op_;
-  switch (r) {
-  case c10d::ReduceOp::SUM:
-  case c10d::ReduceOp::PREMUL_SUM: return d.is_bool ? NEXAR_MAX : NEXAR_SUM;
-  case c10d::ReduceOp::PRODUCT: return d.is_bool ? NEXAR_MIN : NEXAR_PROD;
-  case c10d::ReduceOp::MIN: return NEXAR_MIN;
-  case c10d::ReduceOp::MAX: return NEXAR_MAX;
-  case c10d::ReduceOp::AVG:
-    TORCH_CHECK(!d.is_bool, "nexar ", op, ": ReduceOp.AVG is not defined for bool tensors");
-    return NEXAR_AVG;
-  case c10d::ReduceOp::BAND:
-  case c10d::ReduceOp::BOR:
-  case c10d::ReduceOp::BXOR:
-    TORCH_CHECK(!d.is_float, "nexar ", op, ": ReduceOp.", op_name(r),
-                " needs an integer or bool tensor, not a floating point one");
-    return r == c10d::ReduceOp::BAND ? NEXAR_BAND : r == c10d::ReduceOp::BOR ? NEXAR_BOR : NEXAR_BXOR;
-  default: TORCH_CHECK(false, "nexar ", op, ": unsupported reduce op ", (int)r);
-  }
-}
-
-// PREMUL_SUM multiplies the input by a factor before the sum (NCCL's op,
-// which torch creates with _make_nccl_premul_sum).
-void premultiply(const c10d::ReduceOp &rop, at::Tensor &buf, const char *op) {
-  if (rop.op_ != c10d::ReduceOp::PREMUL_SUM) return;
-  auto *s = dynamic_cast<c10d::NCCLPreMulSumSupplement *>(rop.supplement_.get());
-  TORCH_CHECK(s, "nexar ", op, ": PREMUL_SUM without its factor");
-  if (!s->tensor_factors.empty()) buf.mul_(s->tensor_factors[0].to(buf.device()));
-  else buf.mul_(s->double_factor);
-}
-
-void check_tensor(const at::Tensor &t, const char *op) {
-  TORCH_CHECK(t.defined(), "nexar ", op, ": undefined tensor");
-  TORCH_CHECK(t.device().is_cpu(), "nexar ", op, ": the nexar backend takes CPU tensors, got one on ",
-              t.device());
-  TORCH_CHECK(t.layout() == at::kStrided, "nexar ", op, ": only dense (strided) tensors");
-}
-
-const at::Tensor &single(std::vector<at::Tensor> &ts, const char *op) {
-  TORCH_CHECK(ts.size() == 1, "nexar ", op, ": takes exactly one tensor per call, got ", ts.size());
-  check_tensor(ts[0], op);
-  return ts[0];
-}
-
-void check_same(const at::Tensor &a, const at::Tensor &b, const char *op) {
-  check_tensor(b, op);
-  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "nexar ", op, ": tensors of different dtypes (",
-              a.scalar_type(), " and ", b.scalar_type(), ")");
-}
-
-size_t nbytes(const at::Tensor &t) { return (size_t)t.numel() * t.element_size(); }
-
-// A contiguous tensor to hand to libnexar for t: t itself, or a contiguous
-// copy that the op's post step copies back.
-at::Tensor dense(const at::Tensor &t) { return t.is_contiguous() ? t : t.contiguous(); }
-
-// The list concatenated into one new contiguous buffer.
-at::Tensor flatten(const std::vector<at::Tensor> &ts) {
-  std::vector<at::Tensor> flat;
-  flat.reserve(ts.size());
-  for (auto &t : ts) flat.push_back(t.reshape({-1}));
-  return at::cat(flat);
-}
-
-// Copies the consecutive blocks of flat into the list.
-void unflatten(const at::Tensor &flat, std::vector<at::Tensor> &ts) {
-  int64_t off = 0;
-  for (auto &t : ts) {
-    t.copy_(flat.narrow(0, off, t.numel()).view(t.sizes()));
-    off += t.numel();
-  }
-}
-
-void *ptr(const at::Tensor &t) { return t.numel() ? t.data_ptr() : nullptr; }
-
-// Zero-copy placement of a tensor list for a variable-count call: when every
-// tensor is contiguous, at a whole-element offset from the lowest one, and
-// none overlaps another or `avoid`, *base is the lowest address and displs
-// the offsets in elements. Otherwise false (the caller stages).
-bool place(const std::vector<at::Tensor> &ts, const at::Tensor *avoid, char **base,
-           std::vector<size_t> *displs) {
-  struct R {
-    uintptr_t lo, hi;
-  };
-  std::vector<R> rs;
-  uintptr_t lo = UINTPTR_MAX;
-  size_t es = ts.empty() ? 1 : ts[0].element_size();
-  for (auto &t : ts) {
-    if (!t.is_contiguous()) return false;
-    if (!t.numel()) continue;
-    auto p = reinterpret_cast<uintptr_t>(t.data_ptr());
-    rs.push_back({p, p + nbytes(t)});
-    lo = std::min(lo, p);
-  }
-  if (avoid && avoid->numel()) {
-    auto p = reinterpret_cast<uintptr_t>(avoid->data_ptr());
-    rs.push_back({p, p + nbytes(*avoid)});
-  }
-  std::vector<R> sorted = rs;
-  std::sort(sorted.begin(), sorted.end(), [](const R &a, const R &b) { return a.lo < b.lo; });
-  for (size_t i = 1; i < sorted.size(); i++)
-    if (sorted[i].lo < sorted[i - 1].hi) return false;
-  displs->assign(ts.size(), 0);
-  for (size_t i = 0; i < ts.size(); i++) {
-    if (!ts[i].numel()) continue;
-    uintptr_t off = reinterpret_cast<uintptr_t>(ts[i].data_ptr()) - lo;
-    if (off % es) return false;
-    (*displs)[i] = off / es;
-  }
-  *base = lo == UINTPTR_MAX ? nullptr : reinterpret_cast<char *>(lo);
-  return true;
-}
-
-} // namespace
 
 ProcessGroupNexar::ProcessGroupNexar(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                                      int size, std::chrono::milliseconds timeout)
@@ -195,7 +39,8 @@ std::shared_ptr<Op> ProcessGroupNexar::new_op(const char *name) {
   auto op = std::make_shared<Op>();
   op->comm = comm_;
   op->name = name;
-  op->future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  op->future =
+      c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   return op;
 }
 
@@ -229,12 +74,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::allreduce(std::vector<at::Tens
   return start(op, OpType::ALLREDUCE, rc, opts.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::allreduce_coalesced(
-    std::vector<at::Tensor> &tensors, const c10d::AllreduceCoalescedOptions &opts) {
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupNexar::allreduce_coalesced(std::vector<at::Tensor> &tensors,
+                                       const c10d::AllreduceCoalescedOptions &opts) {
   const char *name = "allreduce_coalesced";
   TORCH_CHECK(!tensors.empty(), "nexar ", name, ": no tensors");
   check_tensor(tensors[0], name);
-  for (auto &t : tensors) check_same(tensors[0], t, name);
+  for (auto &t : tensors)
+    check_same(tensors[0], t, name);
   Dt d = map_dtype(tensors[0], name);
   nexar_op nop = map_op(opts.reduceOp, d, name);
   auto op = new_op(name);
@@ -270,9 +117,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::reduce(std::vector<at::Tensor>
   return start(op, OpType::REDUCE, rc, opts.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::reduce_scatter(
-    std::vector<at::Tensor> &outputs, std::vector<std::vector<at::Tensor>> &inputs,
-    const c10d::ReduceScatterOptions &opts) {
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupNexar::reduce_scatter(std::vector<at::Tensor> &outputs,
+                                  std::vector<std::vector<at::Tensor>> &inputs,
+                                  const c10d::ReduceScatterOptions &opts) {
   const char *name = "reduce_scatter";
   at::Tensor out = single(outputs, name);
   TORCH_CHECK(inputs.size() == 1 && (int)inputs[0].size() == size_, "nexar ", name,
@@ -305,8 +153,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::reduce_scatter(
   return start(op, OpType::REDUCE_SCATTER, rc, opts.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::_reduce_scatter_base(
-    at::Tensor &output, at::Tensor &input, const c10d::ReduceScatterOptions &opts) {
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupNexar::_reduce_scatter_base(at::Tensor &output, at::Tensor &input,
+                                        const c10d::ReduceScatterOptions &opts) {
   const char *name = "_reduce_scatter_base";
   check_tensor(output, name);
   check_same(output, input, name);
@@ -335,8 +184,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::broadcast(std::vector<at::Tens
                                                             const c10d::BroadcastOptions &opts) {
   const char *name = "broadcast";
   at::Tensor t = single(tensors, name);
-  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "nexar broadcast: root ",
-              opts.rootRank, " is outside the group of ", size_);
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "nexar broadcast: root ", opts.rootRank,
+              " is outside the group of ", size_);
   Dt d = map_dtype(t, name);
   auto op = new_op(name);
   at::Tensor buf = dense(t);
@@ -348,9 +197,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::broadcast(std::vector<at::Tens
   return start(op, OpType::BROADCAST, rc, opts.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::allgather(
-    std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
-    const c10d::AllgatherOptions &opts) {
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupNexar::allgather(std::vector<std::vector<at::Tensor>> &outputs,
+                             std::vector<at::Tensor> &inputs, const c10d::AllgatherOptions &opts) {
   const char *name = "allgather";
   at::Tensor in = single(inputs, name);
   TORCH_CHECK(outputs.size() == 1 && (int)outputs[0].size() == size_, "nexar ", name,
@@ -360,8 +209,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::allgather(
     check_same(in, t, name);
     counts.push_back((size_t)t.numel());
   }
-  TORCH_CHECK((int64_t)counts[rank_] == in.numel(), "nexar ", name, ": the input has ",
-              in.numel(), " elements, this rank's output block ", counts[rank_]);
+  TORCH_CHECK((int64_t)counts[rank_] == in.numel(), "nexar ", name, ": the input has ", in.numel(),
+              " elements, this rank's output block ", counts[rank_]);
   Dt d = map_dtype(in, name);
   auto op = new_op(name);
   at::Tensor src = dense(in);
@@ -373,7 +222,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::allgather(
   std::vector<size_t> displs;
   int rc;
   if (place(outputs[0], &src, &base, &displs)) {
-    for (auto &t : outputs[0]) op->keep.push_back(t);
+    for (auto &t : outputs[0])
+      op->keep.push_back(t);
     rc = nexar_all_gather_v_nb(comm_->c, ptr(src), (size_t)src.numel(), base, op->hold(counts),
                                op->hold(displs), d.dt, &op->req);
   } else {
@@ -381,14 +231,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::allgather(
     at::Tensor flat = at::empty({(int64_t)total}, src.options());
     op->keep.push_back(flat);
     op->post = [flat, ts = outputs[0]]() mutable { unflatten(flat, ts); };
-    rc = nexar_all_gather_v_nb(comm_->c, ptr(src), (size_t)src.numel(), ptr(flat),
-                               op->hold(counts), nullptr, d.dt, &op->req);
+    rc = nexar_all_gather_v_nb(comm_->c, ptr(src), (size_t)src.numel(), ptr(flat), op->hold(counts),
+                               nullptr, d.dt, &op->req);
   }
   return start(op, OpType::ALLGATHER, rc, opts.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::_allgather_base(
-    at::Tensor &output, at::Tensor &input, const c10d::AllgatherOptions &opts) {
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupNexar::_allgather_base(at::Tensor &output, at::Tensor &input,
+                                   const c10d::AllgatherOptions &opts) {
   const char *name = "_allgather_base";
   check_tensor(input, name);
   check_same(input, output, name);
@@ -404,9 +255,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::_allgather_base(
   return start(op, OpType::_ALLGATHER_BASE, rc, opts.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::allgather_coalesced(
-    std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
-    const c10d::AllgatherOptions &opts) {
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupNexar::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputs,
+                                       std::vector<at::Tensor> &inputs,
+                                       const c10d::AllgatherOptions &opts) {
   const char *name = "allgather_coalesced";
   TORCH_CHECK(!inputs.empty() && outputs.size() == inputs.size(), "nexar ", name,
               ": needs one output list per input tensor");
@@ -429,7 +281,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::allgather_coalesced(
   at::Tensor flat = at::empty({per_rank * size_}, src.options());
   op->keep = {src, flat};
   for (auto &l : outputs)
-    for (auto &o : l) op->outputs.push_back(o);
+    for (auto &o : l)
+      op->outputs.push_back(o);
   op->post = [flat, outs = outputs, per_rank, n = size_]() mutable {
     for (int r = 0; r < n; r++) {
       int64_t off = r * per_rank;
@@ -444,9 +297,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::allgather_coalesced(
   return start(op, OpType::ALLGATHER_COALESCED, rc, opts.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::gather(
-    std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
-    const c10d::GatherOptions &opts) {
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupNexar::gather(std::vector<std::vector<at::Tensor>> &outputs,
+                          std::vector<at::Tensor> &inputs, const c10d::GatherOptions &opts) {
   const char *name = "gather";
   at::Tensor in = single(inputs, name);
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "nexar gather: root ", opts.rootRank,
@@ -480,9 +333,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::gather(
   return start(op, OpType::GATHER, rc, opts.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::scatter(
-    std::vector<at::Tensor> &outputs, std::vector<std::vector<at::Tensor>> &inputs,
-    const c10d::ScatterOptions &opts) {
+c10::intrusive_ptr<c10d::Work>
+ProcessGroupNexar::scatter(std::vector<at::Tensor> &outputs,
+                           std::vector<std::vector<at::Tensor>> &inputs,
+                           const c10d::ScatterOptions &opts) {
   const char *name = "scatter";
   at::Tensor out = single(outputs, name);
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "nexar scatter: root ", opts.rootRank,
@@ -516,9 +370,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::scatter(
   return start(op, OpType::SCATTER, rc, opts.timeout);
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::alltoall_base(
-    at::Tensor &output, at::Tensor &input, std::vector<int64_t> &outputSplits,
-    std::vector<int64_t> &inputSplits, const c10d::AllToAllOptions &opts) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::alltoall_base(at::Tensor &output,
+                                                                at::Tensor &input,
+                                                                std::vector<int64_t> &outputSplits,
+                                                                std::vector<int64_t> &inputSplits,
+                                                                const c10d::AllToAllOptions &opts) {
   const char *name = "alltoall_base";
   check_tensor(output, name);
   check_same(output, input, name);
@@ -544,7 +400,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::alltoall_base(
       if (splits.empty()) {
         TORCH_CHECK(rows % size_ == 0, "nexar ", name, ": the ", what, " has ", rows,
                     " rows, not divisible by ", size_);
-        for (auto &x : c) x = (size_t)(rows / size_ * row);
+        for (auto &x : c)
+          x = (size_t)(rows / size_ * row);
       } else {
         TORCH_CHECK((int)splits.size() == size_, "nexar ", name, ": ", splits.size(), " ", what,
                     " split sizes, expected ", size_);
@@ -590,7 +447,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::alltoall(std::vector<at::Tenso
   const size_t *sdp = nullptr, *rdp = nullptr;
   at::Tensor src, flat;
   if (place(inputs, nullptr, &sbase, &sd)) {
-    for (auto &t : inputs) op->keep.push_back(t);
+    for (auto &t : inputs)
+      op->keep.push_back(t);
     sdp = op->hold(sd);
   } else {
     src = flatten(inputs);
@@ -602,7 +460,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::alltoall(std::vector<at::Tenso
   std::vector<size_t> ignore;
   char *ignore_base;
   if (place(outputs, nullptr, &rbase, &rd) && place(all, nullptr, &ignore_base, &ignore)) {
-    for (auto &t : outputs) op->keep.push_back(t);
+    for (auto &t : outputs)
+      op->keep.push_back(t);
     rdp = op->hold(rd);
   } else {
     int64_t total = std::accumulate(rcn.begin(), rcn.end(), (int64_t)0);
@@ -620,163 +479,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::barrier(const c10d::BarrierOpt
   auto op = new_op("barrier");
   int rc = nexar_barrier_nb(comm_->c, &op->req);
   return start(op, OpType::BARRIER, rc, opts.timeout);
-}
-
-// ------------------------------------------------------------ point-to-point
-// torch's int tags map onto libnexar's 2^32 application tags (a negative tag
-// wraps); collectives never use that space.
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::send(std::vector<at::Tensor> &tensors, int dst,
-                                                       int tag) {
-  const char *name = "send";
-  at::Tensor t = single(tensors, name);
-  TORCH_CHECK(dst >= 0 && dst < size_, "nexar send: destination ", dst,
-              " is outside the group of ", size_);
-  map_dtype(t, name);
-  auto op = new_op(name);
-  at::Tensor buf = dense(t);
-  op->keep = {buf};
-  op->outputs = {t};
-  int rc = nexar_send_nb(comm_->c, ptr(buf), nbytes(buf), (uint32_t)dst, (uint32_t)tag, &op->req);
-  return start(op, OpType::SEND, rc, std::chrono::milliseconds(-1));
-}
-
-c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::recv(std::vector<at::Tensor> &tensors, int src,
-                                                       int tag) {
-  const char *name = "recv";
-  at::Tensor t = single(tensors, name);
-  TORCH_CHECK(src >= 0 && src < size_, "nexar recv: source ", src, " is outside the group of ",
-              size_);
-  map_dtype(t, name);
-  auto op = new_op(name);
-  at::Tensor buf = dense(t);
-  op->keep = {buf};
-  op->outputs = {t};
-  op->source_rank = src;
-  if (!buf.is_same(t)) op->post = [t, buf]() mutable { t.copy_(buf); };
-  int rc = nexar_recv_nb(comm_->c, ptr(buf), nbytes(buf), (uint32_t)src, (uint32_t)tag, &op->req);
-  return start(op, OpType::RECV, rc, std::chrono::milliseconds(-1));
-}
-
-// libnexar has no receive from any source; probe_any (the earliest message
-// with the tag from any rank) then a receive from that rank. The probe
-// blocks, so this op runs when it is waited (or on the poller if its future
-// is asked for or it is polled); a concurrent receive of the same tag may take
-// the probed message first.
-c10::intrusive_ptr<c10d::Work> ProcessGroupNexar::recvAnysource(std::vector<at::Tensor> &tensors,
-                                                                int tag) {
-  const char *name = "recvAnysource";
-  at::Tensor t = single(tensors, name);
-  map_dtype(t, name);
-  auto op = new_op(name);
-  at::Tensor buf = dense(t);
-  op->keep = {buf};
-  op->outputs = {t};
-  if (!buf.is_same(t)) op->post = [t, buf]() mutable { t.copy_(buf); };
-  Op *raw = op.get();
-  nexar_client *c = comm_->c;
-  op->blocking = [raw, c, buf, tag]() {
-    uint32_t src = 0;
-    size_t len = 0;
-    int rc = nexar_probe_any(c, (uint32_t)tag, &src, &len);
-    if (rc) return rc;
-    rc = nexar_recv(c, ptr(buf), nbytes(buf), src, (uint32_t)tag);
-    if (!rc) raw->source_rank = (int)src;
-    return rc;
-  };
-  return start(op, OpType::RECVANYSOURCE, 0, std::chrono::milliseconds(-1));
-}
-
-} // namespace nexar_torch
-
-namespace nexar_torch {
-
-// Gloo's monitored barrier: every other rank reports to rank 0 and waits for
-// its release; rank 0 waits up to the timeout and names the ranks that did not
-// arrive (the first, or all with waitAllRanks). The messages go over the
-// group's control communicator (same ranks, its own tags), so user tags are
-// untouched. A receive that timed out cannot be withdrawn: the control
-// communicator is then aborted (later monitored barriers of the group fail),
-// the group itself stays usable.
-void ProcessGroupNexar::monitoredBarrier(const c10d::BarrierOptions &opts, bool waitAllRanks) {
-  using clock = std::chrono::steady_clock;
-  auto limit = opts.timeout.count() > 0 ? opts.timeout : timeout_;
-  auto deadline = clock::now() + limit;
-  nexar_client *ctl = comm_->ctl;
-  const uint32_t kArrive = 1, kRelease = 2;
-  uint8_t byte = 1;
-  auto fail = [&](int rc, const std::string &why) {
-    std::rethrow_exception(make_error("monitoredBarrier", rank_, size_, rc, why));
-  };
-  // polls a request until done or the deadline; false at the deadline
-  auto poll = [&](nexar_request *req) {
-    auto nap = std::chrono::microseconds(20);
-    for (;;) {
-      int done = 0;
-      if (nexar_test(req, &done) != 0 || done) return true;
-      if (clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(nap);
-      if (nap < std::chrono::microseconds(2000)) nap *= 2;
-    }
-  };
-  if (rank_ != 0) {
-    int rc = nexar_send(ctl, &byte, 1, 0, kArrive);
-    if (rc) fail(rc, nexar_last_error());
-    nexar_request *req = nullptr;
-    uint8_t in = 0;
-    if ((rc = nexar_recv_nb(ctl, &in, 1, 0, kRelease, &req))) fail(rc, nexar_last_error());
-    if (!poll(req)) {
-      nexar_abort(ctl);
-      nexar_wait(req);
-      fail(NEXAR_ERR_TIMEOUT, "rank 0 did not release the barrier within " +
-                                  std::to_string(limit.count()) + " ms");
-    }
-    if ((rc = nexar_wait(req))) fail(rc, nexar_last_error());
-    return;
-  }
-  std::vector<nexar_request *> reqs((size_t)size_, nullptr);
-  std::vector<uint8_t> in((size_t)size_, 0);
-  for (int r = 1; r < size_; r++) {
-    int rc = nexar_recv_nb(ctl, &in[r], 1, (uint32_t)r, kArrive, &reqs[r]);
-    if (rc) {
-      nexar_abort(ctl);
-      for (auto *q : reqs)
-        if (q) nexar_wait(q);
-      fail(rc, nexar_last_error());
-    }
-  }
-  std::vector<int> missing;
-  std::string why;
-  int first_rc = 0;
-  for (int r = 1; r < size_; r++) {
-    if (!poll(reqs[r])) {
-      missing.push_back(r);
-      if (!waitAllRanks) break;
-      continue;
-    }
-    int rc = nexar_wait(reqs[r]);
-    reqs[r] = nullptr;
-    if (rc && !first_rc) first_rc = rc, why = nexar_last_error();
-  }
-  bool left = false;
-  for (auto *q : reqs) left = left || q;
-  if (left) { // timed out ones (and the unpolled rest) cannot be withdrawn
-    nexar_abort(ctl);
-    for (auto *&q : reqs)
-      if (q) nexar_wait(q), q = nullptr;
-  }
-  if (!missing.empty()) {
-    std::string ranks;
-    for (int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-    fail(NEXAR_ERR_TIMEOUT, std::string(missing.size() > 1 ? "Ranks " : "Rank ") + ranks +
-                                " failed to pass monitoredBarrier in " +
-                                std::to_string(limit.count()) + " ms");
-  }
-  if (first_rc) fail(first_rc, why);
-  for (int r = 1; r < size_; r++) {
-    int rc = nexar_send(ctl, &byte, 1, (uint32_t)r, kRelease);
-    if (rc) fail(rc, nexar_last_error());
-  }
 }
 
 } // namespace nexar_torch

@@ -5,8 +5,7 @@
 
 namespace nexar_torch {
 
-std::exception_ptr make_error(const char *op, int rank, int size, int rc,
-                              const std::string &why) {
+std::exception_ptr make_error(const char *op, int rank, int size, int rc, const std::string &why) {
   std::string msg = std::string("nexar ") + op + " on rank " + std::to_string(rank) + " of " +
                     std::to_string(size) + " failed (" + nexar_strerror(rc) + "): " + why;
   return std::make_exception_ptr(std::runtime_error(msg));
@@ -104,8 +103,10 @@ void Op::finish(int rc, const std::string &why) {
     cv.notify_all();
   }
   if (future && !future->completed()) {
-    if (e) future->setError(e);
-    else future->markCompleted(c10::IValue(outputs));
+    if (e)
+      future->setError(e);
+    else
+      future->markCompleted(c10::IValue(outputs));
   }
 }
 
@@ -159,8 +160,7 @@ bool Op::wait(std::chrono::milliseconds wait_for) {
   std::unique_lock<std::mutex> l(mu);
   if (state == DONE) return true;
   if (state == CLAIMED) {
-    if (wait_for.count() > 0)
-      return cv.wait_for(l, wait_for, [this] { return state == DONE; });
+    if (wait_for.count() > 0) return cv.wait_for(l, wait_for, [this] { return state == DONE; });
     cv.wait(l, [this] { return state == DONE; });
     return true;
   }
@@ -233,7 +233,9 @@ int WorkNexar::sourceRank() const {
   return op_->source_rank;
 }
 
-std::vector<at::Tensor> WorkNexar::result() { return op_->outputs; }
+std::vector<at::Tensor> WorkNexar::result() {
+  return op_->outputs;
+}
 
 bool WorkNexar::wait(std::chrono::milliseconds timeout) {
   if (!op_->wait(timeout)) {
@@ -245,7 +247,9 @@ bool WorkNexar::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
-void WorkNexar::abort() { op_->comm->abort(); }
+void WorkNexar::abort() {
+  op_->comm->abort();
+}
 
 c10::intrusive_ptr<c10::ivalue::Future> WorkNexar::getFuture() {
   std::unique_lock<std::mutex> l(op_->mu);
