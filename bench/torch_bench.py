@@ -5,7 +5,8 @@ two are measured alternately, 3 repetitions, medians), and DDP step time.
 
     PYTHONPATH=build/python /usr/bin/python3 bench/torch_bench.py [--worlds 2,4] [--out DIR]
 
-Prints markdown tables (time per op in us; ratio = gloo time / nexar time, so
+Each process computes with one thread (OMP_NUM_THREADS, default 1, as
+torchrun sets it). Prints markdown tables (time per op in us; ratio = gloo time / nexar time, so
 > 1 means nexar is faster) and writes them to DIR/ratio.md when --out is given.
 Not a timed test.
 """
@@ -85,6 +86,8 @@ def ddp_step_time(group, rank, hidden, steps=50):
 
 def worker(rank, n, port, out, reps):
     import nexar.torch  # noqa: F401
+    # one compute thread per process, as torchrun sets (OMP_NUM_THREADS=1)
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("nexar", rank=rank, world_size=n)
     groups = {"nexar": dist.group.WORLD, "gloo": dist.new_group(backend="gloo")}
