@@ -130,6 +130,7 @@ def main():
     lines = [f"torch {torch.__version__}, {os.cpu_count()} CPUs, f32, times in us (slowest rank, "
              f"median of {a.reps}); ratio = gloo / nexar (> 1: nexar faster)", ""]
     for n in [int(w) for w in a.worlds.split(",")]:
+        first = len(lines)
         with tempfile.TemporaryDirectory() as d:
             f = os.path.join(d, "res.pt")
             mp.spawn(worker, args=(n, free_port(), f, a.reps), nprocs=n)
@@ -147,7 +148,7 @@ def main():
                          f"{r['gloo'] / r['nexar']:.2f}x |")
         lines.append("")
         text = "\n".join(lines)
-        print(text, flush=True)
+        print("\n".join(lines[first:] if first > 2 else lines), flush=True)
         if a.out:  # after every world, so a partial run keeps what it measured
             os.makedirs(a.out, exist_ok=True)
             with open(os.path.join(a.out, "ratio.md"), "w") as fh:
