@@ -9,6 +9,8 @@ pkgs="build-essential cmake pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev
 # real launchers the launcher.* tests start (mpirun.openmpi, mpiexec.mpich,
 # srun, torchrun). mpich and openmpi both provide the mpirun alternative; the
 # tests call them by their full names.
+# the torch.distributed backend (nexar.torch) and its tests
+pkgs="$pkgs libtorch-dev pybind11-dev ninja-build"
 missing=""
 for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
