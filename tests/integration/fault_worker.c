@@ -176,6 +176,13 @@ static int round_once(state *s, uint64_t it) {
         int w = nexar_wait(rq[i]);
         rq[i] = NULL;
         if (w && !rc) rc = first ? w : note_first(s, w);
+        /* the loss revokes the communicator, so the exchange with a live
+         * rank may end first, with ABORTED: the round failed because of the
+         * lost peer, which a later request of the same round reports */
+        if (w == NEXAR_ERR_PEER_LOST && s->first_rc == NEXAR_ERR_ABORTED) {
+          s->first_rc = rc = w;
+          snprintf(s->first_why, sizeof s->first_why, "%s", nexar_last_error());
+        }
       } else {
         left = 1;
       }

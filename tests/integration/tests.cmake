@@ -202,7 +202,8 @@ foreach(m slurm slurm_pmix mpirun mpiexec torchrun env)
            ${m} $<TARGET_FILE:launch_worker>)
   set_tests_properties(launcher.${m} PROPERTIES TIMEOUT 180 LABELS "launcher")
 endforeach()
-set_tests_properties(launcher.slurm launcher.slurm_pmix PROPERTIES SKIP_RETURN_CODE 77) # 77: not root (slurm), no pmix plugin
+set_tests_properties(launcher.slurm launcher.slurm_pmix PROPERTIES SKIP_RETURN_CODE 77 # 77: not root (slurm), no pmix plugin
+                     RESOURCE_LOCK slurm) # each starts its own slurmctld/slurmd/munged: never two at once
 # END launcher
 # BEGIN info
 add_test(NAME integration.info COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/info_test.sh
