@@ -47,27 +47,6 @@
 #define MAX_WORLD 64
 #define P2P_TAG 4242u
 
-static double mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static long long unix_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int parse_u(const char *s, unsigned long max, unsigned long *out) {
-  char *end;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (errno || end == s || *end || v > max) return -1;
-  *out = v;
-  return 0;
-}
-
 static void usage(void) {
   fprintf(stderr, "usage: fault_worker allreduce|barrier|broadcast|p2p [--count N] "
                   "[--start-delay-ms D] [--max-seconds S] [--linger-ms L] [--split]\n");

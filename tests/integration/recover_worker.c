@@ -44,27 +44,6 @@
 #define MAX_WORLD 64
 #define WAIT_TAG 9191u
 
-static double mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static long long unix_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int parse_u(const char *s, unsigned long max, unsigned long *out) {
-  char *end;
-  errno = 0;
-  unsigned long v = strtoul(s, &end, 10);
-  if (errno || end == s || *end || v > max) return -1;
-  *out = v;
-  return 0;
-}
-
 static uint32_t g_world_rank;
 
 /* One step of the loop on c; 0 or the error. */
