@@ -1,7 +1,7 @@
 """Timeouts of the "nexar" backend: the group's timeout (a late rank makes the
 others raise, and the group stays in step), an operation's own timeout from
 its options (raises, the group is aborted), and the monitored barrier naming
-the rank that did not arrive."""
+the rank that did not arrive, even when another waiting rank gave up first."""
 import datetime
 import os
 import socket
@@ -74,6 +74,22 @@ def worker(rank, n, init, out):
     else:
         try:
             pg.monitored_barrier(ms(1000))
+        except RuntimeError:
+            pass
+    dist.barrier()
+    # 4. a waiting rank's own shorter timeout must not hide the late one from
+    #    rank 0: rank 1 gives up (and abandons the control messages) first,
+    #    rank 0 still names the rank that did not arrive
+    q = dist.new_group()
+    if rank == late:
+        time.sleep(2.0)
+    if rank == 0:
+        took, msg = expect_raise(lambda: q.monitored_barrier(ms(1200), wait_all_ranks=True),
+                                 f"Rank {late} failed to pass monitoredBarrier")
+        log.append(f"monitored barrier, other gave up first: {msg[:200]}")
+    else:
+        try:
+            q.monitored_barrier(ms(300 if rank == 1 else 1200))
         except RuntimeError:
             pass
     dist.barrier()

@@ -125,18 +125,25 @@ void ProcessGroupNexar::monitoredBarrier(const c10d::BarrierOptions &opts, bool 
       fail(rc, nexar_last_error());
     }
   }
+  // A rank whose arrival did not come failed to pass, whether the receive
+  // timed out or ended early: another waiting rank that gave up first aborts
+  // the control communicator, and rank 0 must still name the late ones.
   std::vector<int> missing;
   std::string why;
-  int first_rc = 0;
   for (int r = 1; r < size_; r++) {
-    if (!poll(reqs[r])) {
+    bool came = poll(reqs[r]);
+    if (came) {
+      int rc = nexar_wait(reqs[r]);
+      reqs[r] = nullptr;
+      if (rc) {
+        came = false;
+        if (why.empty()) why = nexar_last_error();
+      }
+    }
+    if (!came) {
       missing.push_back(r);
       if (!waitAllRanks) break;
-      continue;
     }
-    int rc = nexar_wait(reqs[r]);
-    reqs[r] = nullptr;
-    if (rc && !first_rc) first_rc = rc, why = nexar_last_error();
   }
   bool left = false;
   for (auto *q : reqs)
@@ -152,9 +159,9 @@ void ProcessGroupNexar::monitoredBarrier(const c10d::BarrierOptions &opts, bool 
       ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
     fail(NEXAR_ERR_TIMEOUT, std::string(missing.size() > 1 ? "Ranks " : "Rank ") + ranks +
                                 " failed to pass monitoredBarrier in " +
-                                std::to_string(limit.count()) + " ms");
+                                std::to_string(limit.count()) + " ms" +
+                                (why.empty() ? "" : " (" + why + ")"));
   }
-  if (first_rc) fail(first_rc, why);
   for (int r = 1; r < size_; r++) {
     int rc = nexar_send(ctl, &byte, 1, (uint32_t)r, kRelease);
     if (rc) fail(rc, nexar_last_error());
