@@ -42,11 +42,15 @@ static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   f.comm_id = c->id;
   f.tag = tag;
   pthread_mutex_lock(&c->ep->mu);
-  if (nx_comm_is_dead_locked(c, dest))
-    rc = nx_fail(NEXAR_ERR_PEER_LOST, "send to rank %u on comm %llu: rank %u is failed on it",
-                 dest, (unsigned long long)c->id, dest);
-  if (rc == NEXAR_ERR_PEER_LOST) nx_comm_lost_locked(c, nexar_last_error());
-  else rc = nx_ep_send_locked(c->ep, c->members[dest], &f, iov, n, r, NULL);
+  if ((rc = nx_comm_check_peer_locked(c, "send to", dest)))
+    ;
+  else if (nx_comm_is_dead_locked(c, dest))
+    rc = nx_fail(NEXAR_ERR_PEER_LOST, "send to rank %u on comm %llu: rank %u is failed on it", dest,
+                 (unsigned long long)c->id, dest);
+  if (rc == NEXAR_ERR_PEER_LOST)
+    nx_comm_lost_locked(c, nexar_last_error());
+  else if (!rc)
+    rc = nx_ep_send_locked(c->ep, c->members[dest], &f, iov, n, r, NULL);
   pthread_mutex_unlock(&c->ep->mu);
   if (rc) {
     nx_req_free(r);
@@ -56,8 +60,8 @@ static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   return 0;
 }
 
-static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src,
-                      uint32_t tag, nexar_request **out) {
+static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src, uint32_t tag,
+                      nexar_request **out) {
   *out = NULL;
   int rc = nx_comm_check_peer(c, "recv from", src);
   if (rc) return rc;
@@ -93,17 +97,19 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   r->w_comm = c->id;
   nx_ep *ep = c->ep;
   pthread_mutex_lock(&ep->mu);
-  rc = nx_match_post(ep, &r->recv);
+  rc = nx_comm_check_peer_locked(c, "recv from", src);
+  if (!rc) rc = nx_match_post(ep, &r->recv);
   if (rc == 0 && !r->recv.done && !r->recv.msg) {
     nx_peer *p = &ep->peers[c->members[src]];
     if (p->state == NX_PEER_DEAD) {
       nx_match_cancel(ep, &r->recv);
-      rc = nx_fail(p->dead_code, "recv from rank %u tag %u: peer lost (%s)", src, tag,
-                   p->why);
+      rc = nx_fail(p->dead_code, "recv from rank %u tag %u: peer lost (%s)", src, tag, p->why);
     } else if (nx_comm_is_dead_locked(c, src)) {
       nx_match_cancel(ep, &r->recv);
-      rc = nx_fail(NEXAR_ERR_PEER_LOST, "recv from rank %u tag %u on comm %llu: rank %u is "
-                   "failed on it", src, tag, (unsigned long long)c->id, src);
+      rc = nx_fail(NEXAR_ERR_PEER_LOST,
+                   "recv from rank %u tag %u on comm %llu: rank %u is "
+                   "failed on it",
+                   src, tag, (unsigned long long)c->id, src);
     }
     if (rc == NEXAR_ERR_PEER_LOST) nx_comm_lost_locked(c, nexar_last_error());
   }
@@ -131,12 +137,12 @@ static int finish(nexar_client *c, int rc, nexar_request *r, const char *op, uin
 
 static uint64_t iov_bytes(const nexar_iovec *iov, size_t n) {
   uint64_t t = 0;
-  for (size_t i = 0; iov && i < n; i++) t += iov[i].len;
+  for (size_t i = 0; iov && i < n; i++)
+    t += iov[i].len;
   return t;
 }
 
-int nexar_send_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t dest,
-                   uint32_t tag) {
+int nexar_send_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t dest, uint32_t tag) {
   nexar_request *r = NULL;
   int rc = start_send(c, iov, n, dest, tag, &r);
   return finish(c, rc, r, "send", dest, tag, iov_bytes(iov, n));
@@ -154,8 +160,7 @@ int nexar_send_nb(nexar_client *c, const void *buf, size_t len, uint32_t dest, u
   return start_send(c, &v, 1, dest, tag, req);
 }
 
-int nexar_recv_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src,
-                   uint32_t tag) {
+int nexar_recv_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src, uint32_t tag) {
   nexar_request *r = NULL;
   int rc = start_recv(c, iov, n, src, tag, &r);
   return finish(c, rc, r, "recv", src, tag, iov_bytes(iov, n));
@@ -247,8 +252,8 @@ static int probe(nexar_client *c, int any, uint32_t src, uint32_t tag, uint32_t 
     }
     if (atomic_load(&c->revoked)) {
       int dead = !any && nx_comm_is_dead_locked(c, src);
-      rc = nx_fail(dead ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED, "probe on comm %llu: revoked (%s)",
-                   (unsigned long long)c->id, c->revoke_why);
+      rc = nx_fail(dead ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED,
+                   "probe on comm %llu: revoked (%s)", (unsigned long long)c->id, c->revoke_why);
       break;
     }
     if (!any && ep->peers[k.src].state == NX_PEER_DEAD) {
@@ -260,8 +265,10 @@ static int probe(nexar_client *c, int any, uint32_t src, uint32_t tag, uint32_t 
     if (deadline && now >= deadline) {
       rc = any ? nx_fail(NEXAR_ERR_TIMEOUT, "probe_any tag %u on comm %llu: nothing for %llu ms",
                          tag, (unsigned long long)c->id, (unsigned long long)t)
-               : nx_fail(NEXAR_ERR_TIMEOUT, "probe rank %u tag %u on comm %llu: nothing for "
-                         "%llu ms", src, tag, (unsigned long long)c->id, (unsigned long long)t);
+               : nx_fail(NEXAR_ERR_TIMEOUT,
+                         "probe rank %u tag %u on comm %llu: nothing for "
+                         "%llu ms",
+                         src, tag, (unsigned long long)c->id, (unsigned long long)t);
       break;
     }
     uint64_t w = now + 50000000ull;

@@ -163,6 +163,8 @@ static int decide(nx_agree *a, uint32_t flag, const uint8_t *dead) {
 }
 
 static int give_up(nx_agree *a) {
+  /* a collect cut short by give_up still counts who answered it */
+  if (a->role == 1 && a->nanswered > a->reachable) a->reachable = a->nanswered;
   uint32_t k = a->n - bcount(a->susp, a->n);
   if (a->rounds && a->reachable < k) k = a->reachable;
   a->dec.outcome = NX_AGREE_ABORTED;

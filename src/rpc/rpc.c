@@ -24,9 +24,11 @@ int nexar_rpc_register(nexar_client *c, uint16_t fn_id, nexar_rpc_fn fn, void *c
   if (!fn) {
     if (h) *h = c->handlers[--c->nhandlers];
     /* once this returns, the old handler is not running */
-    while (c->rpc_busy > 0) pthread_cond_wait(&c->rpc_idle, &ep->mu);
+    while (c->rpc_busy > 0)
+      pthread_cond_wait(&c->rpc_idle, &ep->mu);
   } else if (h) {
-    while (c->rpc_busy > 0) pthread_cond_wait(&c->rpc_idle, &ep->mu);
+    while (c->rpc_busy > 0)
+      pthread_cond_wait(&c->rpc_idle, &ep->mu);
     h->fn = fn, h->ctx = ctx;
   } else {
     if (c->nhandlers == c->caphandlers) {
@@ -115,8 +117,8 @@ void nx_rpc_on_request_locked(nx_ep *ep, nx_msg *m) {
   nx_msg_free(ep, m);
 }
 
-int nexar_rpc(nexar_client *c, uint32_t target, uint16_t fn_id, const void *args,
-              size_t args_len, void **reply, size_t *reply_len) {
+int nexar_rpc(nexar_client *c, uint32_t target, uint16_t fn_id, const void *args, size_t args_len,
+              void **reply, size_t *reply_len) {
   if (reply) *reply = NULL;
   if (reply_len) *reply_len = 0;
   int rc = nx_comm_check_peer(c, "rpc to", target);
@@ -138,11 +140,12 @@ int nexar_rpc(nexar_client *c, uint32_t target, uint16_t fn_id, const void *args
            (unsigned long long)c->id);
   r->recv.req = r;
   r->recv.anylen = 1;
-  r->recv.key = (nx_key){.comm = c->id, .kind = NX_KIND_RPC_RESP, .src = c->members[target],
-                         .tag = id};
-  rc = nx_match_post(ep, &r->recv);
-  if (!rc && (ep->peers[c->members[target]].state == NX_PEER_DEAD ||
-              nx_comm_is_dead_locked(c, target))) {
+  r->recv.key =
+      (nx_key){.comm = c->id, .kind = NX_KIND_RPC_RESP, .src = c->members[target], .tag = id};
+  rc = nx_comm_check_peer_locked(c, "rpc to", target);
+  if (!rc) rc = nx_match_post(ep, &r->recv);
+  if (!rc &&
+      (ep->peers[c->members[target]].state == NX_PEER_DEAD || nx_comm_is_dead_locked(c, target))) {
     nx_match_cancel(ep, &r->recv);
     rc = nx_fail(NEXAR_ERR_PEER_LOST, "rpc to rank %u: peer lost (%s)", target,
                  ep->peers[c->members[target]].why);

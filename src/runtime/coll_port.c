@@ -147,7 +147,8 @@ int nx_coll_gave_up_code_locked(nx_ep *ep, uint64_t comm_id, uint64_t seq) {
   int rc = a ? a->failed_rc : (c->last_fail_seq == seq ? c->last_fail_rc : 0);
   /* a member is dead: whatever made us drop it, the collective cannot
    * complete, and the sender should hear the cause */
-  return rc == NEXAR_ERR_PEER_LOST || c->ndead || c->revoke_lost != UINT32_MAX ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED;
+  return rc == NEXAR_ERR_PEER_LOST || c->ndead || c->revoke_lost != UINT32_MAX ? NEXAR_ERR_PEER_LOST
+                                                                               : NEXAR_ERR_ABORTED;
 }
 
 void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why) {
@@ -167,6 +168,11 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   if (!k) return nx_fail(NEXAR_ERR_NOMEM, "%s", op_name(sig->op));
   nx_ep *ep = c->ep;
   pthread_mutex_lock(&ep->mu);
+  if ((rc = nx_comm_check_peer_locked(c, op_name(sig->op), UINT32_MAX))) {
+    pthread_mutex_unlock(&ep->mu);
+    free(k);
+    return rc;
+  }
   if (c->ndead) {
     rc = nx_fail(NEXAR_ERR_PEER_LOST, "%s #%llu on comm %llu: rank %u is dead", op_name(sig->op),
                  (unsigned long long)c->next_seq, (unsigned long long)c->id, c->dead[0]);
@@ -481,8 +487,8 @@ int nx_comm_derive(nexar_client *parent, uint64_t comm_id, const uint32_t *membe
   return nx_comm_derive_view(parent, comm_id, members, n, parent ? parent->epoch : 0, out);
 }
 
-int nx_comm_derive_view(nexar_client *parent, uint64_t comm_id, const uint32_t *members,
-                        uint32_t n, uint64_t epoch, nexar_client **out) {
+int nx_comm_derive_view(nexar_client *parent, uint64_t comm_id, const uint32_t *members, uint32_t n,
+                        uint64_t epoch, nexar_client **out) {
   *out = NULL;
   if (!parent || !members || n == 0)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "derive: bad arguments");

@@ -54,7 +54,8 @@ int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uin
   ep->comms = c;
   /* a revoke notice that arrived before it was created here */
   for (unsigned i = 0; i < ep->nrevoked_ids && i < 32; i++)
-    if (ep->revoked_ids[i] == id) nx_comm_revoke_locked(c, 0, "revoked by a peer before it formed here");
+    if (ep->revoked_ids[i] == id)
+      nx_comm_revoke_locked(c, 0, "revoked by a peer before it formed here");
   nx_comm *parent = id != parent_id ? nx_comm_find(ep, parent_id) : NULL;
   if (parent && parent != c && parent->epoch == epoch && atomic_load(&parent->revoked))
     nx_comm_revoke_locked(c, 0, "its parent communicator is revoked");
@@ -84,40 +85,42 @@ nx_comm *nx_comm_find(nx_ep *ep, uint64_t id) {
   return NULL;
 }
 
-int nx_comm_check(nx_comm *c, const char *op) {
-  if (!c) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: NULL communicator", op);
+/* The one place that says whether c may start an operation. Callers check
+ * once early (no allocation for a dead communicator) and again under ep->mu
+ * where they register the operation: a revoke or abort that lands between
+ * the two would otherwise miss it, and it would wait for frames its peers
+ * drop (the revoke's sweep of pending operations ran before it existed). */
+int nx_comm_check_peer_locked(nx_comm *c, const char *op, uint32_t peer) {
   if (atomic_load(&c->aborted))
     return nx_fail(NEXAR_ERR_ABORTED, "%s on comm %llu: communicator aborted (%s)", op,
                    (unsigned long long)c->id, c->abort_why);
-  if (atomic_load(&c->revoked)) {
-    char why[160];
-    pthread_mutex_lock(&c->ep->mu); /* revoke_why is written under it */
-    int rc = c->ndead || c->revoke_lost != UINT32_MAX ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED;
-    uint32_t d = c->ndead ? c->dead[0] : c->revoke_lost;
-    snprintf(why, sizeof why, "%s", c->revoke_why);
-    pthread_mutex_unlock(&c->ep->mu);
-    if (rc == NEXAR_ERR_PEER_LOST)
-      return nx_fail(rc, "%s on comm %llu: communicator revoked, rank %u is dead (%s)", op,
-                     (unsigned long long)c->id, d, why);
-    return nx_fail(rc, "%s on comm %llu: communicator revoked (%s)", op,
-                   (unsigned long long)c->id, why);
+  if (!atomic_load(&c->revoked)) return 0;
+  if (peer < c->size) {
+    if (nx_comm_lost_rank_locked(c, peer))
+      return nx_fail(NEXAR_ERR_PEER_LOST, "%s rank %u on comm %llu: rank %u is dead (revoked: %s)",
+                     op, peer, (unsigned long long)c->id, peer, c->revoke_why);
+    return nx_fail(NEXAR_ERR_ABORTED, "%s rank %u on comm %llu: communicator revoked (%s)", op,
+                   peer, (unsigned long long)c->id, c->revoke_why);
   }
-  return 0;
+  if (c->ndead || c->revoke_lost != UINT32_MAX)
+    return nx_fail(
+        NEXAR_ERR_PEER_LOST, "%s on comm %llu: communicator revoked, rank %u is dead (%s)", op,
+        (unsigned long long)c->id, c->ndead ? c->dead[0] : c->revoke_lost, c->revoke_why);
+  return nx_fail(NEXAR_ERR_ABORTED, "%s on comm %llu: communicator revoked (%s)", op,
+                 (unsigned long long)c->id, c->revoke_why);
 }
 
 int nx_comm_check_peer(nx_comm *c, const char *op, uint32_t peer) {
-  if (!c || !atomic_load(&c->revoked) || atomic_load(&c->aborted) || peer >= c->size)
-    return nx_comm_check(c, op);
-  char why[160];
-  pthread_mutex_lock(&c->ep->mu);
-  int dead = nx_comm_lost_rank_locked(c, peer);
-  snprintf(why, sizeof why, "%s", c->revoke_why);
+  if (!c) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: NULL communicator", op);
+  if (!atomic_load(&c->aborted) && !atomic_load(&c->revoked)) return 0;
+  pthread_mutex_lock(&c->ep->mu); /* revoke_why and the dead set are written under it */
+  int rc = nx_comm_check_peer_locked(c, op, peer);
   pthread_mutex_unlock(&c->ep->mu);
-  if (dead)
-    return nx_fail(NEXAR_ERR_PEER_LOST, "%s rank %u on comm %llu: rank %u is dead (revoked: %s)",
-                   op, peer, (unsigned long long)c->id, peer, why);
-  return nx_fail(NEXAR_ERR_ABORTED, "%s rank %u on comm %llu: communicator revoked (%s)", op, peer,
-                 (unsigned long long)c->id, why);
+  return rc;
+}
+
+int nx_comm_check(nx_comm *c, const char *op) {
+  return nx_comm_check_peer(c, op, UINT32_MAX);
 }
 
 /* Drops c's queued messages: after a revoke nothing can receive them. */
@@ -178,7 +181,8 @@ void nx_comm_revoke_locked(nx_comm *c, int flood, const char *why) {
   nx_coll_fail_all_locked(c, lost ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED, msg);
   purge_unexpected_locked(c);
   for (nx_comm *d = ep->comms; d; d = d->next)
-    if (d != c && d->parent_id == c->id && d->epoch == c->epoch) /* split children, not successors */
+    if (d != c && d->parent_id == c->id &&
+        d->epoch == c->epoch) /* split children, not successors */
       nx_comm_revoke_locked(d, 0, "its parent communicator was revoked");
   pthread_cond_broadcast(&ep->cv);
 }

@@ -41,8 +41,8 @@ struct nexar_client {
   uint64_t agree_seq;
   int recovered; /* nexar_recover made the successor */
   /* elastic membership (cluster/membership.c) */
-  atomic_int leave;     /* nexar_elastic_leave: go at the next checkpoint */
-  uint64_t checkpoints; /* nexar_elastic_checkpoint calls so far */
+  atomic_int leave;         /* nexar_elastic_leave: go at the next checkpoint */
+  uint64_t checkpoints;     /* nexar_elastic_checkpoint calls so far */
   nexar_elastic_info einfo; /* what the resize that made it changed */
   /* collectives */
   uint64_t next_seq;
@@ -104,6 +104,9 @@ void nx_comm_on_revoke_locked(nx_ep *ep, const nx_frame *f);
 /* nx_comm_check for an operation with one peer (p2p, rpc): on a revoked c,
  * PEER_LOST if that peer is dead on c, else ABORTED. */
 int nx_comm_check_peer(nx_comm *c, const char *op, uint32_t peer);
+/* The same with ep->mu held (peer UINT32_MAX: none), where an operation is
+ * registered, so a revoke or abort since the early check is not missed. */
+int nx_comm_check_peer_locked(nx_comm *c, const char *op, uint32_t peer);
 
 /* ---- agreement.c: the fault-tolerant agreement (proto/agree.h) driven by
  * the engine, under ep->mu unless said otherwise */

@@ -61,6 +61,10 @@ set_tests_properties(integration.tools PROPERTIES TIMEOUT 240 LABELS "integratio
 # failed_ranks/on_failure in a split child's numbering, later calls fail fast.
 add_test(NAME integration.fault COMMAND fault_test)
 set_tests_properties(integration.fault PROPERTIES TIMEOUT 120 LABELS "integration")
+# A revoke landing while rank 1 starts a barrier or a receive still ends it
+# (ABORTED or PEER_LOST, never TIMEOUT); 5000 rounds across the window.
+add_test(NAME integration.revoke_race COMMAND revoke_race_test)
+set_tests_properties(integration.revoke_race PROPERTIES TIMEOUT 180 LABELS "integration")
 # 100 local clusters and 20 seeds created and deleted: no thread, fd or heap left.
 add_test(NAME integration.hygiene COMMAND hygiene_test 100 10)
 set_tests_properties(integration.hygiene PROPERTIES TIMEOUT 120 LABELS "integration")
