@@ -18,14 +18,14 @@ static inline void drop_endpoint(nx_ep *ep) {
   while (ep->rx_all)
     nx_rx_stream_close(ep, ep->rx_all);
   for (uint32_t j = 0; j < ep->world; j++) {
-    while (ep->peers[j].rx_pending) {
-      nx_msg *m = ep->peers[j].rx_pending;
-      ep->peers[j].rx_pending = m->next_pending;
+    while (ep->peers[j]->rx_pending) {
+      nx_msg *m = ep->peers[j]->rx_pending;
+      ep->peers[j]->rx_pending = m->next_pending;
       nx_msg_free(ep, m);
     }
-    free(ep->peers[j].rx_skip);
+    free(ep->peers[j]->rx_skip);
   }
-  free(ep->peers);
+  nx_ep_peers_free(ep);
   pthread_mutex_destroy(&ep->mu);
   pthread_cond_destroy(&ep->cv);
   free(ep);
@@ -36,21 +36,19 @@ static inline nx_ep *make_endpoint(void) {
   if (!ep) return NULL;
   pthread_mutex_init(&ep->mu, NULL);
   pthread_cond_init(&ep->cv, NULL);
-  ep->world = 2;
   ep->rank = 0;
   ep->route = (nx_route){.world = 2, .me = 0};
   ep->lane_fd = ep->bulk_lfd = -1;
   ep->in_progress = 1; /* no sockets: replies stay queued */
   ep->unexp_budget = NX_UNEXP_BUDGET;
-  ep->peers = calloc(2, sizeof *ep->peers);
-  if (!ep->peers) {
+  if (nx_ep_peers_alloc(ep, 2)) {
     pthread_mutex_destroy(&ep->mu);
     pthread_cond_destroy(&ep->cv);
     free(ep);
     return NULL;
   }
-  ep->peers[1].rank = 1;
-  ep->peers[1].state = NX_PEER_UP;
+  ep->peers[1]->rank = 1;
+  ep->peers[1]->state = NX_PEER_UP;
   return ep;
 }
 

@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const uint8_t *p = data + 1;
   size_t left = size - 1;
   nx_rxstream *rs = NULL;
-  nx_rx_stream_open(ep, &ep->peers[1], 0, &rs);
+  nx_rx_stream_open(ep, ep->peers[1], 0, &rs);
   int failed = 0;
   for (size_t i = 0; rs && i < chunks && !failed; i++) {
     size_t n = i + 1 == chunks ? left : left / (chunks - i);

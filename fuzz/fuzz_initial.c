@@ -30,12 +30,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!ep) return 0;
   ep->rank = 1;
   ep->route.me = 1;
-  ep->peers[0].rank = 0;
-  ep->peers[0].state = NX_PEER_CONNECTING;
-  ep->peers[1].state = NX_PEER_INIT;
+  ep->peers[0]->rank = 0;
+  ep->peers[0]->state = NX_PEER_CONNECTING;
+  ep->peers[1]->state = NX_PEER_INIT;
   struct sockaddr_in member = addr_of(4000), stranger = addr_of(5555), self = addr_of(4001);
-  memcpy(&ep->peers[0].addr, &member, sizeof member);
-  ep->peers[0].addrlen = sizeof member;
+  memcpy(&ep->peers[0]->addr, &member, sizeof member);
+  ep->peers[0]->addrlen = sizeof member;
   memcpy(&ep->udp.local, &self, sizeof self);
   ep->udp.locallen = sizeof self;
   ep->udp.fd = -1; /* sends fail quietly */

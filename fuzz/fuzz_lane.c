@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   nx_ep *ep = make_endpoint();
   if (!ep) return 0;
-  nx_peer *p = &ep->peers[1];
+  nx_peer *p = ep->peers[1];
   p->lane_known = p->same_host = 1;
   p->shm_pid = 4242;
   pid_t pid = data[0] % 2 ? 4343 : 4242;

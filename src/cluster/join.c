@@ -97,7 +97,7 @@ static void *watch_main(void *arg) {
     if (l.rank < w->ep->world) {
       char why[320];
       snprintf(why, sizeof why, "the seed reports: %s", l.reason);
-      nx_peer_dead_locked(w->ep, &w->ep->peers[l.rank], NEXAR_ERR_PEER_LOST, why);
+      nx_peer_dead_locked(w->ep, w->ep->peers[l.rank], NEXAR_ERR_PEER_LOST, why);
     }
     pthread_mutex_unlock(&w->ep->mu);
     break;

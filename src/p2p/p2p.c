@@ -100,7 +100,7 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   rc = nx_comm_check_peer_locked(c, "recv from", src);
   if (!rc) rc = nx_match_post(ep, &r->recv);
   if (rc == 0 && !r->recv.done && !r->recv.msg) {
-    nx_peer *p = &ep->peers[c->members[src]];
+    nx_peer *p = ep->peers[c->members[src]];
     if (p->state == NX_PEER_DEAD) {
       nx_match_cancel(ep, &r->recv);
       rc = nx_fail(p->dead_code, "recv from rank %u tag %u: peer lost (%s)", src, tag, p->why);
@@ -243,7 +243,7 @@ static int probe(nexar_client *c, int any, uint32_t src, uint32_t tag, uint32_t 
     nx_msg *m = nx_match_peek(ep, &k, any);
     if (m) {
       *len = (size_t)m->f.length;
-      if (osrc) *osrc = c->of_root[m->f.src];
+      if (osrc) *osrc = nx_comm_rank_of(c, m->f.src);
       break;
     }
     if (atomic_load(&c->aborted)) {
@@ -256,9 +256,9 @@ static int probe(nexar_client *c, int any, uint32_t src, uint32_t tag, uint32_t 
                    "probe on comm %llu: revoked (%s)", (unsigned long long)c->id, c->revoke_why);
       break;
     }
-    if (!any && ep->peers[k.src].state == NX_PEER_DEAD) {
-      rc = nx_fail(ep->peers[k.src].dead_code, "probe rank %u tag %u: peer lost (%s)", src, tag,
-                   ep->peers[k.src].why);
+    if (!any && ep->peers[k.src]->state == NX_PEER_DEAD) {
+      rc = nx_fail(ep->peers[k.src]->dead_code, "probe rank %u tag %u: peer lost (%s)", src, tag,
+                   ep->peers[k.src]->why);
       break;
     }
     uint64_t now = nx_now_ns();

@@ -74,7 +74,7 @@ static void run_handler(void *arg) {
   nx_rpc_handler *h = find_handler(c, (uint16_t)m->f.round);
   nexar_rpc_fn fn = h ? h->fn : NULL;
   void *ctx = h ? h->ctx : NULL;
-  uint32_t caller = c->of_root[m->f.src];
+  uint32_t caller = nx_comm_rank_of(c, m->f.src);
   pthread_mutex_unlock(&ep->mu);
   void *reply = NULL;
   size_t rlen = 0;
@@ -145,10 +145,10 @@ int nexar_rpc(nexar_client *c, uint32_t target, uint16_t fn_id, const void *args
   rc = nx_comm_check_peer_locked(c, "rpc to", target);
   if (!rc) rc = nx_match_post(ep, &r->recv);
   if (!rc &&
-      (ep->peers[c->members[target]].state == NX_PEER_DEAD || nx_comm_is_dead_locked(c, target))) {
+      (ep->peers[c->members[target]]->state == NX_PEER_DEAD || nx_comm_is_dead_locked(c, target))) {
     nx_match_cancel(ep, &r->recv);
     rc = nx_fail(NEXAR_ERR_PEER_LOST, "rpc to rank %u: peer lost (%s)", target,
-                 ep->peers[c->members[target]].why);
+                 ep->peers[c->members[target]]->why);
     nx_comm_lost_locked(c, nexar_last_error());
   }
   if (!rc) {

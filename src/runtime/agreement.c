@@ -75,7 +75,7 @@ static void test_hook(nx_ep *ep, uint8_t mtype, int fanout_done) {
 static void send_one(nx_comm *c, uint32_t to, const nx_agree_action *act, uint64_t key) {
   nx_ep *ep = c->ep;
   if (to >= c->size || to == c->rank || ep->agr_frozen) return;
-  if (ep->peers[c->members[to]].state != NX_PEER_UP) return;
+  if (ep->peers[c->members[to]]->state != NX_PEER_UP) return;
   nx_frame f = {0};
   f.kind = NX_KIND_AGREE;
   f.comm_id = c->id;
@@ -215,7 +215,7 @@ void nx_agr_on_frame_locked(nx_ep *ep, uint32_t src, const nx_frame *f, const ui
   nx_comm *c = nx_comm_find(ep, f->comm_id);
   /* not formed here yet: the coordinator re-sends; aborted here: not taking part */
   if (!c || atomic_load(&c->aborted) || src >= ep->world || ep->agr_frozen) return;
-  uint32_t from = c->of_root[src];
+  uint32_t from = nx_comm_rank_of(c, src);
   if (from == UINT32_MAX) return;
   if (f->tag != 0 && f->tag > c->agree_seq + NX_AGR_AHEAD && !find_locked(c, f->tag)) return;
   int rc = 0;
@@ -223,7 +223,7 @@ void nx_agr_on_frame_locked(nx_ep *ep, uint32_t src, const nx_frame *f, const ui
   if (!g) return;
   rc = nx_agree_on_msg(&g->a, nx_now_ns(), from, buf, len);
   if (rc == NEXAR_ERR_PROTOCOL) {
-    nx_peer_dead_locked(ep, &ep->peers[src], NEXAR_ERR_PROTOCOL, "malformed agreement message");
+    nx_peer_dead_locked(ep, ep->peers[src], NEXAR_ERR_PROTOCOL, "malformed agreement message");
     return;
   }
   if (f->tag == 0 && !g->started) {

@@ -294,7 +294,7 @@ static int accept_hello(nx_bulk *b) {
   if (get_hdr(hello, &type, &who, &len) || type != BK_HELLO || len != 32 || who >= ep->rank ||
       (id.creds && who != cert_rank))
     return nx_fail(NEXAR_ERR_AUTH, "bulk stream: bad hello");
-  nx_peer *p = &ep->peers[who];
+  nx_peer *p = ep->peers[who];
   pthread_mutex_lock(&ep->mu);
   if (!nx_ct_equal(hello + BK_HDR, p->bulk_secret, 32) || p->state != NX_PEER_UP || p->bulk ||
       ep->bulk_stop || b->down) {
@@ -363,7 +363,7 @@ static nx_bulk *new_stream_locked(nx_ep *ep, nx_tcp *t) {
  * the cap and the deadline on unproven connections. */
 static int from_dialer_locked(nx_ep *ep, const struct sockaddr_storage *src) {
   for (uint32_t j = 0; j < ep->rank && j < ep->world; j++) {
-    const nx_peer *p = &ep->peers[j];
+    const nx_peer *p = ep->peers[j];
     if (p->state != NX_PEER_UP || p->bulk) continue;
     if (nx_tcp_same_ip(&p->addr, src) || !nx_tcp_same_family(&p->addr, src)) return 1;
   }
@@ -441,7 +441,7 @@ int nx_bulk_start(nx_ep *ep) {
   ep->bulk_lfd = -1;
   if (!ep->cfg.bulk_transport) return 0;
   for (uint32_t j = 0; j < ep->world; j++) {
-    int rc = nx_random(ep->peers[j].bulk_secret, 32);
+    int rc = nx_random(ep->peers[j]->bulk_secret, 32);
     if (rc) return rc;
   }
   if (nx_tcp_listen((struct sockaddr *)&ep->udp.local, ep->udp.locallen, &ep->bulk_lfd,
@@ -463,7 +463,7 @@ int nx_bulk_start(nx_ep *ep) {
 static int self_ip(nx_ep *ep, struct sockaddr_storage *out) {
   char host[128];
   uint16_t port;
-  if (nx_split_hostport(ep->peers[ep->rank].addrstr, host, sizeof host, &port)) return -1;
+  if (nx_split_hostport(ep->peers[ep->rank]->addrstr, host, sizeof host, &port)) return -1;
   struct addrinfo hints = {.ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_STREAM}, *res = NULL;
   if (getaddrinfo(host, NULL, &hints, &res) || !res) return -1;
   memset(out, 0, sizeof *out);

@@ -95,7 +95,7 @@ int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f) {
     char mine[96], theirs[96], why[240];
     describe(mine, sizeof mine, a->sig.op, a->sig.dtype, a->sig.redop, a->sig.root, a->sig.count);
     describe(theirs, sizeof theirs, f->coll_op, f->dtype, f->redop, f->root, f->count);
-    uint32_t peer = c->of_root[f->src];
+    uint32_t peer = nx_comm_rank_of(c, f->src);
     snprintf(why, sizeof why, "collective #%llu on comm %llu: rank %u called %s, rank %u called %s",
              (unsigned long long)a->seq, (unsigned long long)c->id, c->rank, mine, peer, theirs);
     fail_active(c, a, NEXAR_ERR_MISMATCH, why);
@@ -116,7 +116,7 @@ void nx_coll_remote_fail_locked(nx_ep *ep, const nx_frame *f) {
   nx_comm *c = nx_comm_find(ep, f->comm_id);
   if (!c) return;
   int rc = map_remote(f->status);
-  uint32_t peer = c->of_root[f->src];
+  uint32_t peer = nx_comm_rank_of(c, f->src);
   nx_active_coll *a = find_active(c, f->tag);
   if (a) {
     char why[240];
@@ -328,7 +328,7 @@ int nx_coll_irecv(nx_coll *k, uint32_t src, uint32_t round, uint32_t seg, void *
   nx_ep *ep = c->ep;
   pthread_mutex_lock(&ep->mu);
   int rc = k->ac.failed_rc;
-  nx_peer *p = &ep->peers[c->members[src]];
+  nx_peer *p = ep->peers[c->members[src]];
   if (rc)
     nx_set_error_text(k->ac.why);
   else if ((rc = track(k, r)) != 0)
@@ -457,7 +457,7 @@ int nx_coll_end(nx_coll *k, int rc) {
       f.tag = k->ac.seq;
       f.status = rc;
       for (uint32_t i = 0; i < c->size; i++)
-        if (i != c->rank && ep->peers[c->members[i]].state == NX_PEER_UP)
+        if (i != c->rank && ep->peers[c->members[i]]->state == NX_PEER_UP)
           nx_ep_send_locked(ep, c->members[i], &f, NULL, 0, NULL, NULL);
     }
   }

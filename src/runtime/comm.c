@@ -13,8 +13,14 @@ int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uin
   *out = NULL;
   nx_comm *c = nx_calloc(1, sizeof *c);
   if (!c) return nx_fail(NEXAR_ERR_NOMEM, "communicator");
+  /* member ids are root ranks: the table covers the largest one (ids of
+   * members admitted later exceed the first world) */
+  uint32_t nroot = 0;
+  for (uint32_t i = 0; i < n; i++)
+    if (members[i] >= nroot) nroot = members[i] + 1;
+  c->nroot = nroot;
   c->members = nx_calloc(n, sizeof *c->members);
-  c->of_root = nx_calloc(ep->world, sizeof *c->of_root);
+  c->of_root = nx_calloc(nroot ? nroot : 1, sizeof *c->of_root);
   if (!c->members || !c->of_root) {
     free(c->members);
     free(c->of_root);
@@ -28,7 +34,7 @@ int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uin
     free(c);
     return rc;
   }
-  for (uint32_t j = 0; j < ep->world; j++)
+  for (uint32_t j = 0; j < nroot; j++)
     c->of_root[j] = UINT32_MAX;
   for (uint32_t i = 0; i < n; i++) {
     c->members[i] = members[i];
@@ -61,8 +67,8 @@ int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uin
     nx_comm_revoke_locked(c, 0, "its parent communicator is revoked");
   /* members already known dead are dead here too */
   for (uint32_t i = 0; i < n; i++)
-    if (ep->peers[members[i]].state == NX_PEER_DEAD)
-      nx_comm_peer_dead_locked(c, members[i], ep->peers[members[i]].why);
+    if (ep->peers[members[i]]->state == NX_PEER_DEAD)
+      nx_comm_peer_dead_locked(c, members[i], ep->peers[members[i]]->why);
   pthread_mutex_unlock(&ep->mu);
   *out = c;
   return 0;
@@ -96,9 +102,12 @@ int nx_comm_check_peer_locked(nx_comm *c, const char *op, uint32_t peer) {
                    (unsigned long long)c->id, c->abort_why);
   if (!atomic_load(&c->revoked)) return 0;
   if (peer < c->size) {
+    /* a peer the engine dropped keeps its own code (PROTOCOL, AUTH, ...) */
+    const nx_peer *p = c->ep->peers[c->members[peer]];
     if (nx_comm_lost_rank_locked(c, peer))
-      return nx_fail(NEXAR_ERR_PEER_LOST, "%s rank %u on comm %llu: rank %u is dead (revoked: %s)",
-                     op, peer, (unsigned long long)c->id, peer, c->revoke_why);
+      return nx_fail(p->state == NX_PEER_DEAD ? p->dead_code : NEXAR_ERR_PEER_LOST,
+                     "%s rank %u on comm %llu: rank %u is dead (revoked: %s)", op, peer,
+                     (unsigned long long)c->id, peer, c->revoke_why);
     return nx_fail(NEXAR_ERR_ABORTED, "%s rank %u on comm %llu: communicator revoked (%s)", op,
                    peer, (unsigned long long)c->id, c->revoke_why);
   }
@@ -157,7 +166,7 @@ void nx_comm_revoke_locked(nx_comm *c, int flood, const char *why) {
     f.root = lost ? c->members[c->revoke_lost] : UINT32_MAX;
     f.status = lost ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED;
     for (uint32_t i = 0; i < c->size; i++)
-      if (i != c->rank && ep->peers[c->members[i]].state == NX_PEER_UP)
+      if (i != c->rank && ep->peers[c->members[i]]->state == NX_PEER_UP)
         nx_ep_send_locked(ep, c->members[i], &f, NULL, 0, NULL, NULL);
   }
   char msg[220];
@@ -171,7 +180,7 @@ void nx_comm_revoke_locked(nx_comm *c, int flood, const char *why) {
       else
         ep->posted_head = n;
       if (ep->posted_tail == r) ep->posted_tail = prev;
-      uint32_t src = r->key.src < ep->world ? c->of_root[r->key.src] : UINT32_MAX;
+      uint32_t src = nx_comm_rank_of(c, r->key.src);
       int dead = src != UINT32_MAX && nx_comm_lost_rank_locked(c, src);
       nx_recv_finish(ep, r, dead ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED, msg);
     } else {
@@ -204,8 +213,8 @@ void nx_comm_on_revoke_locked(nx_ep *ep, const nx_frame *f) {
   }
   if (atomic_load(&c->revoked)) return;
   char why[96];
-  uint32_t r = src < ep->world ? c->of_root[src] : UINT32_MAX;
-  uint32_t lost = f->root < ep->world ? c->of_root[f->root] : UINT32_MAX;
+  uint32_t r = nx_comm_rank_of(c, src);
+  uint32_t lost = nx_comm_rank_of(c, f->root);
   if (f->status == NEXAR_ERR_PEER_LOST && lost != UINT32_MAX && lost != c->rank) {
     c->revoke_lost = lost;
     snprintf(why, sizeof why, "revoked by rank %u: rank %u lost", r, lost);
@@ -307,7 +316,7 @@ static void notify_failure_locked(nx_comm *c) {
 }
 
 void nx_comm_peer_dead_locked(nx_comm *c, uint32_t root_rank, const char *why) {
-  uint32_t r = c->of_root[root_rank];
+  uint32_t r = nx_comm_rank_of(c, root_rank);
   if (r == UINT32_MAX) return;
   for (size_t i = 0; i < c->ndead; i++)
     if (c->dead[i] == r) return;
@@ -360,7 +369,7 @@ void nx_comm_remote_abort_locked(nx_ep *ep, uint64_t id, uint32_t root_rank) {
   nx_comm *c = nx_comm_find(ep, id);
   if (!c) return;
   char why[96];
-  snprintf(why, sizeof why, "rank %u aborted the communicator", c->of_root[root_rank]);
+  snprintf(why, sizeof why, "rank %u aborted the communicator", nx_comm_rank_of(c, root_rank));
   nx_comm_peer_dead_locked(c, root_rank, why);
 }
 
@@ -398,7 +407,7 @@ void nexar_abort(nexar_client *c) {
     f.kind = NX_KIND_ABORT;
     f.comm_id = c->id;
     for (uint32_t i = 0; i < c->size; i++)
-      if (i != c->rank && ep->peers[c->members[i]].state == NX_PEER_UP)
+      if (i != c->rank && ep->peers[c->members[i]]->state == NX_PEER_UP)
         nx_ep_send_locked(ep, c->members[i], &f, NULL, 0, NULL, NULL);
     char why[96];
     snprintf(why, sizeof why, "comm %llu aborted on rank %u", (unsigned long long)c->id, c->rank);
@@ -443,7 +452,7 @@ int nexar_peer_stats_get_sized(nexar_client *c, uint32_t peer, nexar_peer_stats 
     return nx_fail(NEXAR_ERR_INVALID_RANK, "peer_stats: rank %u of %u", peer, c->size);
   nexar_peer_stats st;
   pthread_mutex_lock(&c->ep->mu);
-  nx_peer *p = &c->ep->peers[c->members[peer]];
+  nx_peer *p = c->ep->peers[c->members[peer]];
   st = p->st;
   st.bulk_stream = p->bulk_up ? (c->ep->cfg.encrypt_bulk ? 2 : 1) : 0;
   pthread_mutex_unlock(&c->ep->mu);

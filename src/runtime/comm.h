@@ -29,6 +29,7 @@ struct nexar_client {
   uint32_t rank, size;
   uint32_t *members; /* comm rank -> root rank (= member id: unique for the cluster's life) */
   uint32_t *of_root; /* root rank -> comm rank, UINT32_MAX if not a member */
+  uint32_t nroot;    /* of_root's length: the largest member id + 1 */
   nexar_config cfg;
   atomic_int aborted;
   char abort_why[160];
@@ -69,6 +70,12 @@ struct nexar_client {
   void *on_del_arg;
   nx_oplog log; /* recent operations, under ep->mu */
 };
+
+/* The comm rank of member id (root rank) root on c; UINT32_MAX if it is not
+ * a member (ids from the network may be anything). */
+static inline uint32_t nx_comm_rank_of(const nx_comm *c, uint32_t root) {
+  return root < c->nroot ? c->of_root[root] : UINT32_MAX;
+}
 
 /* Ends log entry id; on a timeout writes the log to stderr when
  * NEXAR_DUMP_ON_TIMEOUT is set. Takes ep->mu. */

@@ -181,13 +181,36 @@ static int resolve(const nx_ep *ep, uint32_t j, const char *hostport, struct soc
   return 0;
 }
 
+/* One allocation per peer: the link and the queues hold peer pointers, so
+ * they must stay put when members admitted later grow the table. */
+int nx_ep_peers_alloc(nx_ep *ep, uint32_t n) {
+  nx_peer **pv = nx_calloc(n ? n : 1, sizeof *pv);
+  for (uint32_t j = 0; pv && j < n; j++)
+    if (!(pv[j] = nx_calloc(1, sizeof *pv[j]))) {
+      while (j-- > 0)
+        free(pv[j]);
+      free(pv);
+      pv = NULL;
+    }
+  if (!pv) return NEXAR_ERR_NOMEM;
+  ep->peers = pv;
+  ep->world = n;
+  return 0;
+}
+
+void nx_ep_peers_free(nx_ep *ep) {
+  for (uint32_t j = 0; ep->peers && j < ep->world; j++)
+    free(ep->peers[j]);
+  free(ep->peers);
+  ep->peers = NULL;
+}
+
 int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_id[16],
                 gnutls_certificate_credentials_t creds, char (*addrs)[128]) {
-  ep->peers = nx_calloc(world, sizeof *ep->peers);
-  if (!ep->peers) return nx_fail(NEXAR_ERR_NOMEM, "endpoint peers");
+  if (nx_ep_peers_alloc(ep, world)) return nx_fail(NEXAR_ERR_NOMEM, "endpoint peers");
   uint64_t now = nx_now_ns();
   for (uint32_t j = 0; j < world; j++) {
-    nx_peer *p = &ep->peers[j];
+    nx_peer *p = ep->peers[j];
     p->rank = j;
     snprintf(p->addrstr, sizeof p->addrstr, "%s", addrs[j]);
     p->last_heard_ns = now;
@@ -226,7 +249,7 @@ void nx_ep_wake(nx_ep *ep) {
 static int want_connect(nx_ep *ep) {
   if (ep->stop || !ep->peers || !ep->creds) return 0;
   for (uint32_t j = 0; j < ep->world; j++)
-    if (nx_route_dials(&ep->route, ep->rank, j) && ep->peers[j].state == NX_PEER_INIT) return 1;
+    if (nx_route_dials(&ep->route, ep->rank, j) && ep->peers[j]->state == NX_PEER_INIT) return 1;
   return 0;
 }
 
@@ -237,15 +260,15 @@ int nx_ep_connect_mesh(nx_ep *ep, uint64_t deadline_ns) {
   for (;;) {
     uint32_t missing = UINT32_MAX, dead = UINT32_MAX;
     for (uint32_t j = 0; j < ep->world; j++) {
-      if (ep->peers[j].departed) continue; /* it was up and has finished already */
-      if (ep->peers[j].state == NX_PEER_DEAD && dead == UINT32_MAX)
+      if (ep->peers[j]->departed) continue; /* it was up and has finished already */
+      if (ep->peers[j]->state == NX_PEER_DEAD && dead == UINT32_MAX)
         dead = j;
-      else if (ep->peers[j].state != NX_PEER_UP && missing == UINT32_MAX)
+      else if (ep->peers[j]->state != NX_PEER_UP && missing == UINT32_MAX)
         missing = j;
     }
     if (dead != UINT32_MAX) {
-      rc = nx_fail(ep->peers[dead].dead_code, "forming the mesh: rank %u at %s: %s", dead,
-                   ep->peers[dead].addrstr, ep->peers[dead].why);
+      rc = nx_fail(ep->peers[dead]->dead_code, "forming the mesh: rank %u at %s: %s", dead,
+                   ep->peers[dead]->addrstr, ep->peers[dead]->why);
       break;
     }
     if (missing == UINT32_MAX) break;
@@ -255,12 +278,11 @@ int nx_ep_connect_mesh(nx_ep *ep, uint64_t deadline_ns) {
                ? nx_fail(NEXAR_ERR_AUTH,
                          "forming the mesh: rank %u: no connection with rank %u "
                          "at %s: %s",
-                         ep->rank, missing, ep->peers[missing].addrstr,
-                         nx_quic_auth_why(ep->quic))
+                         ep->rank, missing, ep->peers[missing]->addrstr, nx_quic_auth_why(ep->quic))
                : nx_fail(NEXAR_ERR_TIMEOUT,
                          "forming the mesh: rank %u: no authenticated connection with rank %u "
                          "at %s",
-                         ep->rank, missing, ep->peers[missing].addrstr);
+                         ep->rank, missing, ep->peers[missing]->addrstr);
       break;
     }
     uint64_t wake = now + 20000000ull;
@@ -294,7 +316,7 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
                    "send to rank %u: no direct connection (relay routing "
                    "is not implemented)",
                    dest);
-  nx_peer *p = &ep->peers[hop];
+  nx_peer *p = ep->peers[hop];
   if (p->state == NX_PEER_DEAD)
     return nx_fail(p->dead_code, "send to rank %u: peer lost (%s)", dest, p->why);
   /* Collective messages always meet a posted receive (no eager buffering is
@@ -566,7 +588,7 @@ static uint64_t heartbeats(nx_ep *ep, uint64_t now) {
   uint64_t next = UINT64_MAX;
   if (!ep->peers) return next;
   for (uint32_t j = 0; j < ep->world; j++) {
-    nx_peer *p = &ep->peers[j];
+    nx_peer *p = ep->peers[j];
     if (j == ep->rank || p->state != NX_PEER_UP) continue;
     if (now - p->last_heard_ns > ep->hb_timeout_ns) {
       char why[96];
@@ -624,10 +646,10 @@ static void *progress_main(void *arg) {
   while (!ep->stop) {
     if (want_connect(ep)) {
       for (uint32_t j = 0; j < ep->world; j++) {
-        if (!nx_route_dials(&ep->route, ep->rank, j) || ep->peers[j].state != NX_PEER_INIT)
+        if (!nx_route_dials(&ep->route, ep->rank, j) || ep->peers[j]->state != NX_PEER_INIT)
           continue;
-        int rc = nx_quic_glue_dial(ep, &ep->peers[j]);
-        if (rc) nx_peer_dead_locked(ep, &ep->peers[j], NEXAR_ERR_PEER_LOST, nexar_last_error());
+        int rc = nx_quic_glue_dial(ep, ep->peers[j]);
+        if (rc) nx_peer_dead_locked(ep, ep->peers[j], NEXAR_ERR_PEER_LOST, nexar_last_error());
       }
     }
     /* While an application thread drives progress (it sleeps in epoll on the
@@ -726,7 +748,7 @@ void nx_ep_unref(nx_ep *ep) {
     free(rs);
   }
   for (uint32_t j = 0; ep->peers && j < ep->world; j++) {
-    nx_peer *p = &ep->peers[j];
+    nx_peer *p = ep->peers[j];
     while (p->rx_pending) {
       nx_msg *m = p->rx_pending;
       p->rx_pending = m->next_pending;
@@ -747,7 +769,7 @@ void nx_ep_unref(nx_ep *ep) {
     nx_recv_finish(ep, r, NEXAR_ERR_ABORTED, "endpoint closed");
   }
   for (uint32_t j = 0; ep->peers && j < ep->world; j++)
-    nx_rndv_peer_dead_locked(ep, &ep->peers[j], NEXAR_ERR_ABORTED, "endpoint closed");
+    nx_rndv_peer_dead_locked(ep, ep->peers[j], NEXAR_ERR_ABORTED, "endpoint closed");
   pthread_mutex_unlock(&ep->mu);
   nx_udp_close(&ep->udp);
   nx_lane_close(ep);
@@ -758,7 +780,7 @@ void nx_ep_unref(nx_ep *ep) {
   close(ep->evfd);
   if (ep->creds) gnutls_certificate_free_credentials(ep->creds);
   nx_quic_del(ep->quic);
-  free(ep->peers);
+  nx_ep_peers_free(ep);
   nx_config_release(&ep->cfg);
   pthread_mutex_destroy(&ep->mu);
   pthread_mutex_destroy(&ep->work_mu);

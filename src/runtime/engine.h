@@ -217,9 +217,9 @@ struct nx_ep {
   int thr_started;
   int stop;
   atomic_int refs;
-  uint32_t rank, world;
-  nx_route route; /* who dials whom, next hops (proto/route.h) */
-  nx_peer *peers;
+  uint32_t rank, world; /* world: the peer table's length (member ids known) */
+  nx_route route;       /* who dials whom, next hops (proto/route.h) */
+  nx_peer **peers;      /* by member id; each allocated once, never moved */
   uint8_t cluster_id[16];
   gnutls_certificate_credentials_t creds;
   nx_quic *quic; /* the QUIC link: every connection (transport/quic.h) */
@@ -275,6 +275,9 @@ struct nx_ep {
 
 /* ---- engine.c */
 int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint16_t port);
+/* The peer table of n zeroed peers (ep->peers, ep->world = n); NOMEM. */
+int nx_ep_peers_alloc(nx_ep *ep, uint32_t n);
+void nx_ep_peers_free(nx_ep *ep);
 /* Installs identity and peers; starts the progress thread. addrs[world]. */
 int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_id[16],
                 gnutls_certificate_credentials_t creds, char (*addrs)[128]);

@@ -144,7 +144,7 @@ int nx_lane_deliver_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid) {
   if (n < NX_FRAME_HDR_LEN || nx_frame_decode(d, NX_FRAME_HDR_LEN, &f) || f.src >= ep->world ||
       f.src == ep->rank)
     return -1;
-  p = &ep->peers[f.src]; /* the source rank's process, by the kernel's word */
+  p = ep->peers[f.src]; /* the source rank's process, by the kernel's word */
   if (!p->lane_known || !p->same_host || p->shm_pid != pid || p->state != NX_PEER_UP) return -1;
   wire = (f.flags & NX_FLAG_RNDV) ? (uint64_t)f.status : f.length;
   if (wire != n - NX_FRAME_HDR_LEN ||

@@ -381,7 +381,7 @@ void nx_ep_credit_flush(nx_ep *ep) {
   if (ep->conn_credit_dirty) {
     ep->conn_credit_dirty = 0;
     for (uint32_t i = 0; ep->peers && i < ep->world; i++) {
-      nx_peer *p = &ep->peers[i];
+      nx_peer *p = ep->peers[i];
       if (p->conn_release) nx_qconn_extend_hook(p, -1, p->conn_release, 0);
       p->conn_release = 0;
     }
@@ -400,7 +400,7 @@ void nx_ep_credit_flush(nx_ep *ep) {
 /* ------------------------------------------------------------ self-send */
 
 int nx_local_deliver(nx_ep *ep, const nx_frame *f, const nexar_iovec *iov, size_t niov) {
-  return nx_deliver_complete(ep, &ep->peers[ep->rank], f, iov, niov);
+  return nx_deliver_complete(ep, ep->peers[ep->rank], f, iov, niov);
 }
 
 int nx_deliver_complete(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,

@@ -22,8 +22,8 @@ static nx_txmsg *txmsg_of(nx_qtx *q) {
 static int cb_member_addr(void *user, const struct sockaddr *from) {
   nx_ep *ep = user;
   for (uint32_t r = 0; ep->peers && r < ep->world; r++)
-    if (r != ep->rank && ep->peers[r].addrlen &&
-        nx_sockaddr_same((const struct sockaddr *)&ep->peers[r].addr, from))
+    if (r != ep->rank && ep->peers[r]->addrlen &&
+        nx_sockaddr_same((const struct sockaddr *)&ep->peers[r]->addr, from))
       return 1;
   return 0;
 }
@@ -36,7 +36,7 @@ static int cb_admit(void *user, nx_qconn *qc, uint32_t rank, void **peer, char *
              rank, ep->rank);
     return -1;
   }
-  nx_peer *p = &ep->peers[rank];
+  nx_peer *p = ep->peers[rank];
   if (p->qc && p->qc != qc && p->state == NX_PEER_UP) {
     NX_WARN("mesh handshake: rank %u is already connected; refusing a second connection", rank);
     return -1;

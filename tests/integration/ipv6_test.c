@@ -138,7 +138,7 @@ int main(int argc, char **argv) {
     }
     for (uint32_t j = 0; j < g_n; j++) {
       if (j == r) continue;
-      const nx_peer *p = &ep->peers[j];
+      const nx_peer *p = ep->peers[j];
       const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&p->addr;
       if (p->addr.ss_family != AF_INET6 || IN6_IS_ADDR_V4MAPPED(&a->sin6_addr) ||
           p->addrstr[0] != '[') {
@@ -153,7 +153,7 @@ int main(int argc, char **argv) {
     }
   }
   printf("ipv6_test: world of %u formed (rank 0 -> rank 1 at %s)\n", g_n,
-         g_cl[0]->ep->peers[1].addrstr);
+         g_cl[0]->ep->peers[1]->addrstr);
   pthread_t t[MAXW];
   for (uint32_t r = 0; r < g_n; r++)
     pthread_create(&t[r], NULL, rank_main, (void *)(uintptr_t)r);

@@ -12,14 +12,14 @@ int main(void) {
   CHECK(ep, "endpoint");
   pthread_mutex_lock(&ep->mu);
   nx_rxstream *rs = NULL;
-  nx_rx_stream_open(ep, &ep->peers[1], 0, &rs);
+  nx_rx_stream_open(ep, ep->peers[1], 0, &rs);
   CHECK(rs, "stream");
   /* what msg.c's queue_credit does when a receiver consumed bytes */
   rs->held = 4096;
   rs->credit_queued = 1;
   rs->next_credit = ep->credit_list;
   ep->credit_list = rs;
-  nx_peer_dead_locked(ep, &ep->peers[1], NEXAR_ERR_PEER_LOST, "test: killed");
+  nx_peer_dead_locked(ep, ep->peers[1], NEXAR_ERR_PEER_LOST, "test: killed");
   CHECK(ep->rx_all == NULL, "the dead peer's stream is freed");
   CHECK(ep->credit_list == NULL, "a freed stream left on the credit list");
   nx_ep_credit_flush(ep); /* must not touch the freed stream */

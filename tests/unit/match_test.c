@@ -13,9 +13,8 @@ static nx_ep *fake_ep(void) {
   nx_ep *ep = calloc(1, sizeof *ep);
   pthread_mutex_init(&ep->mu, NULL);
   pthread_cond_init(&ep->cv, NULL);
-  ep->world = 1;
-  ep->peers = calloc(1, sizeof *ep->peers);
-  ep->peers[0].state = NX_PEER_UP;
+  CHECK(nx_ep_peers_alloc(ep, 1) == 0, "peer table");
+  ep->peers[0]->state = NX_PEER_UP;
   return ep;
 }
 
@@ -104,7 +103,7 @@ int main(void) {
   }
   CHECK(ep->unexp_bytes == 0, "unexpected bytes accounted (%llu)",
         (unsigned long long)ep->unexp_bytes);
-  free(ep->peers);
+  nx_ep_peers_free(ep);
   free(ep);
   printf("match_test: all passed\n");
   return 0;

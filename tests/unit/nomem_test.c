@@ -18,7 +18,7 @@
 
 static nx_rxstream *open_stream(nx_ep *ep, int64_t sid) {
   nx_rxstream *rs = NULL;
-  nx_rx_stream_open(ep, &ep->peers[1], sid, &rs);
+  nx_rx_stream_open(ep, ep->peers[1], sid, &rs);
   CHECK(rs != NULL, "open stream %lld", (long long)sid);
   return rs;
 }
@@ -43,7 +43,7 @@ static int queued(nx_ep *ep, uint64_t tag) {
 int main(void) {
   nx_ep *ep = make_endpoint();
   CHECK(ep, "endpoint");
-  ep->peers[1].rx_next_sid = 0;
+  ep->peers[1]->rx_next_sid = 0;
   /* stream 4 is cancelled before its header while 0 is outstanding: its id
    * must be recorded; the record's allocation fails */
   nx_rxstream *rs = open_stream(ep, 4);
@@ -74,9 +74,9 @@ int main(void) {
   self.sin_port = htons(4001);
   ep->rank = 1;
   ep->route.me = 1;
-  ep->peers[0].rank = 0;
-  memcpy(&ep->peers[0].addr, &member, sizeof member);
-  ep->peers[0].addrlen = sizeof member;
+  ep->peers[0]->rank = 0;
+  memcpy(&ep->peers[0]->addr, &member, sizeof member);
+  ep->peers[0]->addrlen = sizeof member;
   memcpy(&ep->udp.local, &self, sizeof self);
   ep->udp.locallen = sizeof self;
   ep->udp.fd = -1;

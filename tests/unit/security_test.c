@@ -273,9 +273,9 @@ static void test_lane_forgery(void) {
   for (int i = 0; i < 200 && !up; i++) { /* until rank 1 answered rank 0's ping */
     usleep(5000);
     pthread_mutex_lock(&c[0]->ep->mu);
-    up = c[0]->ep->peers[1].lane_ok;
-    to = c[0]->ep->peers[1].lane_addr;
-    tolen = c[0]->ep->peers[1].lane_addrlen;
+    up = c[0]->ep->peers[1]->lane_ok;
+    to = c[0]->ep->peers[1]->lane_addr;
+    tolen = c[0]->ep->peers[1]->lane_addrlen;
     pthread_mutex_unlock(&c[0]->ep->mu);
   }
   CHECK(up, "the lane came up between two ranks of one process");
