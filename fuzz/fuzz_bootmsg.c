@@ -3,7 +3,7 @@
  * would refuse, or drops information, aborts here.
  *
  * Build: clang -fsanitize=fuzzer,address -DNX_FUZZ -Iinclude -Isrc fuzz/fuzz_bootmsg.c
- *        src/cluster/bootmsg.c src/core/{error,util,log}.c
+ *        src/cluster/{bootmsg,elasticmsg}.c src/core/{error,util,log}.c
  * Smoke run without libFuzzer: add -DNX_FUZZ_STANDALONE and pass corpus files or directories;
  * "--write-seeds DIR" writes the seed corpus. */
 #include "cluster/bootmsg.h"
@@ -63,6 +63,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (type != NX_BOOT_LOST || l.rank >= NX_BOOT_WORLD_MAX) abort();
     int rc = nx_lost_encode(&l, &enc, &len);
     same_or_abort(rc, enc, len, data, size, "lost");
+  }
+  if (nx_waiting_decode(data, size) == 0) {
+    if (type != NX_BOOT_WAITING) abort();
+    int rc = nx_waiting_encode(&enc, &len);
+    same_or_abort(rc, enc, len, data, size, "waiting");
+  }
+  nx_admit_req q;
+  if (nx_admit_req_decode(data, size, &q) == 0) {
+    if (type != NX_BOOT_ADMIT_REQ || q.n == 0) abort();
+    int rc = nx_admit_req_encode(&q, &enc, &len);
+    same_or_abort(rc, enc, len, data, size, "admit request");
+    nx_admit_req_free(&q);
+  } else if (q.m) {
+    abort();
+  }
+  nx_admit_list al;
+  if (nx_admit_list_decode(data, size, &al) == 0) {
+    if (type != NX_BOOT_ADMIT_LIST) abort();
+    int rc = nx_admit_list_encode(&al, &enc, &len);
+    same_or_abort(rc, enc, len, data, size, "admit list");
+    nx_admit_list_free(&al);
+  } else if (al.m) {
+    abort();
+  }
+  nx_view_msg v;
+  if (nx_view_decode(data, size, &v) == 0) {
+    if (type != NX_BOOT_VIEW || v.nstay >= v.n) abort();
+    int rc = nx_view_encode(&v, &enc, &len);
+    same_or_abort(rc, enc, len, data, size, "view");
+    nx_view_free(&v);
+  } else if (v.ids) {
+    abort();
   }
   return 0;
 }
@@ -131,6 +163,31 @@ static int write_seeds(const char *dir) {
   nx_lost l = {.rank = 5};
   snprintf(l.reason, sizeof l.reason, "rank 5 (10.0.0.5:4000) was lost during formation");
   bad |= nx_lost_encode(&l, &b, &n) || write_file(dir, "lost", b, n);
+  free(b);
+  /* elastic membership */
+  bad |= nx_waiting_encode(&b, &n) || write_file(dir, "waiting", b, n);
+  free(b);
+  nx_member_addr ma[2] = {{.id = 0, .addr = "10.0.0.1:1000", .host = "a"},
+                          {.id = 3, .addr = "[fd00::3]:7000", .host = ""}};
+  nx_admit_req q = {
+      .comm_id = 0x1122334455667788ull, .epoch = 2, .old_world = 3, .max_new = 4, .n = 2, .m = ma};
+  bad |= nx_admit_req_encode(&q, &b, &n) || write_file(dir, "admit_req", b, n);
+  free(b);
+  nx_admit_list al = {.n = 2, .m = ma};
+  bad |= nx_admit_list_encode(&al, &b, &n) || write_file(dir, "admit_list", b, n);
+  free(b);
+  al.n = 0;
+  bad |= nx_admit_list_encode(&al, &b, &n) || write_file(dir, "admit_list0", b, n);
+  free(b);
+  uint32_t ids[4] = {0, 2, 5, 6};
+  nx_view_msg v = {.comm_id = 7, .epoch = 3, .old_world = 3, .nstay = 2, .n = 4, .ids = ids};
+  bad |= nx_view_encode(&v, &b, &n) || write_file(dir, "view", b, n);
+  free(b);
+  /* a joiner's welcome: ids outside the view have no address */
+  snprintf(addrs[1], sizeof addrs[1], "%s", "");
+  w.world_size = 3;
+  w.rank = 2;
+  bad |= nx_welcome_encode(&w, &b, &n) || write_file(dir, "welcome_gap", b, n);
   free(b);
   return bad;
 }

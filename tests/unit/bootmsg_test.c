@@ -235,8 +235,15 @@ static void test_welcome(void) {
   bad = w;
   bad.addrs = NULL;
   CHECK(nx_welcome_encode(&bad, &buf, &len) == NEXAR_ERR_INVALID_ARGUMENT);
-  addrs[1][0] = 0;
+  snprintf(addrs[1], sizeof addrs[1], "no-port");
   CHECK(nx_welcome_encode(&w, &buf, &len) == NEXAR_ERR_INVALID_ARGUMENT);
+  /* an empty address: a member id outside the view (a joiner's table) */
+  addrs[1][0] = 0;
+  CHECK(nx_welcome_encode(&w, &buf, &len) == 0);
+  nx_welcome gap;
+  CHECK(nx_welcome_decode(buf, len, &gap) == 0 && gap.addrs[1][0] == 0);
+  nx_welcome_free(&gap);
+  free(buf);
 }
 
 static void test_refuse(void) {
@@ -275,7 +282,7 @@ static void test_type(void) {
   uint8_t b[5] = {0, 1, 0, 0, 0};
   CHECK(nx_bootmsg_type(NULL, 0) == NEXAR_ERR_PROTOCOL);
   CHECK(nx_bootmsg_type(b, 5) == NEXAR_ERR_PROTOCOL);
-  b[0] = NX_BOOT_LOST + 1;
+  b[0] = NX_BOOT_LAST + 1;
   CHECK(nx_bootmsg_type(b, 5) == NEXAR_ERR_PROTOCOL);
   b[0] = NX_BOOT_REFUSE;
   CHECK(nx_bootmsg_type(b, 4) == NEXAR_ERR_PROTOCOL);
@@ -303,6 +310,65 @@ static void test_formed_lost(void) {
   CHECK(nx_lost_encode(&l, &buf, &len) == NEXAR_ERR_INVALID_ARGUMENT);
 }
 
+/* Elastic membership: admission request, list and view round-trip; repeated
+ * ids, counts the input cannot hold and truncation are refused. */
+static void test_elastic(void) {
+  uint8_t *buf;
+  size_t len;
+  CHECK(nx_waiting_encode(&buf, &len) == 0);
+  CHECK(nx_bootmsg_type(buf, len) == NX_BOOT_WAITING && nx_waiting_decode(buf, len) == 0);
+  CHECK(nx_waiting_decode(buf, len - 1) == NEXAR_ERR_PROTOCOL);
+  free(buf);
+  nx_member_addr m[3] = {{.id = 0, .addr = "10.0.0.1:1000", .host = "a"},
+                         {.id = 2, .addr = "10.0.0.3:1000", .host = "c"},
+                         {.id = 9, .addr = "[fd00::9]:5", .host = ""}};
+  nx_admit_req q = {.comm_id = 0xfedcba9876543210ull,
+                    .epoch = 4,
+                    .old_world = 3,
+                    .max_new = 2,
+                    .n = 3,
+                    .m = m},
+               dq;
+  CHECK(nx_admit_req_encode(&q, &buf, &len) == 0);
+  CHECK(nx_admit_req_decode(buf, len, &dq) == 0);
+  CHECK(dq.comm_id == q.comm_id && dq.epoch == 4 && dq.n == 3 && dq.max_new == 2 &&
+        dq.m[2].id == 9 && strcmp(dq.m[2].addr, m[2].addr) == 0 && strcmp(dq.m[0].host, "a") == 0);
+  nx_admit_req_free(&dq);
+  CHECK(nx_admit_req_decode(buf, len - 1, &dq) == NEXAR_ERR_PROTOCOL && dq.m == NULL);
+  buf[29] = 0x60, buf[30] = 0xea, buf[31] = buf[32] = 0; /* n = 60000: more than the bytes hold */
+  CHECK(nx_admit_req_decode(buf, len, &dq) == NEXAR_ERR_PROTOCOL && dq.m == NULL);
+  free(buf);
+  m[2].id = 2; /* repeated id */
+  CHECK(nx_admit_req_encode(&q, &buf, &len) == NEXAR_ERR_INVALID_ARGUMENT);
+  nx_admit_list al = {.n = 3, .m = m}, dl;
+  CHECK(nx_admit_list_encode(&al, &buf, &len) == NEXAR_ERR_INVALID_ARGUMENT);
+  m[2].id = 9;
+  CHECK(nx_admit_list_encode(&al, &buf, &len) == 0);
+  /* the same bytes with the second id made equal to the first: refused */
+  uint8_t *dup = malloc(len);
+  memcpy(dup, buf, len);
+  size_t second = 5 + 4 + 4 + 1 + strlen(m[0].addr) + 1 + strlen(m[0].host);
+  dup[second] = 0;
+  CHECK(nx_admit_list_decode(dup, len, &dl) == NEXAR_ERR_PROTOCOL && dl.m == NULL);
+  free(dup);
+  CHECK(nx_admit_list_decode(buf, len, &dl) == 0 && dl.n == 3 && dl.m[1].id == 2);
+  nx_admit_list_free(&dl);
+  free(buf);
+  uint32_t ids[3] = {0, 2, 9};
+  nx_view_msg v = {.comm_id = 5, .epoch = 1, .old_world = 3, .nstay = 2, .n = 3, .ids = ids}, dv;
+  CHECK(nx_view_encode(&v, &buf, &len) == 0);
+  CHECK(nx_view_decode(buf, len, &dv) == 0 && dv.n == 3 && dv.nstay == 2 && dv.ids[2] == 9 &&
+        dv.comm_id == 5);
+  nx_view_free(&dv);
+  CHECK(nx_view_decode(buf, len - 1, &dv) == NEXAR_ERR_PROTOCOL && dv.ids == NULL);
+  buf[len - 4] = 2; /* last id = an earlier one */
+  buf[len - 3] = buf[len - 2] = buf[len - 1] = 0;
+  CHECK(nx_view_decode(buf, len, &dv) == NEXAR_ERR_PROTOCOL && dv.ids == NULL);
+  free(buf);
+  v.nstay = 3; /* nobody new: not a view a joiner is offered */
+  CHECK(nx_view_encode(&v, &buf, &len) == NEXAR_ERR_INVALID_ARGUMENT);
+}
+
 int main(void) {
   fill(csr_bytes, sizeof csr_bytes, 1);
   fill(ca_bytes, sizeof ca_bytes, 2);
@@ -312,6 +378,7 @@ int main(void) {
   test_refuse();
   test_type();
   test_formed_lost();
+  test_elastic();
   if (failures) {
     fprintf(stderr, "bootmsg_test: %d failure(s)\n", failures);
     return 1;
