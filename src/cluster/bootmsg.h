@@ -14,14 +14,16 @@
  *   A WELCOME entry with an empty addr is a member id outside the view (a
  *   joiner's table: ids of members that left or were never admitted).
  * Elastic membership (elasticmsg.c), after formation:
- *   WAITING:    nothing (seed -> members: joiners are queued)
+ *   WAITING:    nothing (seed -> members: joiners are queued; seed -> a joiner
+ *               of a formed world: you are queued, VIEW and WELCOME follow
+ *               when a checkpoint takes you)
  *   ADMIT_REQ:  u64 comm_id, u64 epoch, u32 old_world, u32 max_new, u32 n,
  *               n x (u32 id, str8 addr, str8 host) (coordinator -> seed: the
  *               staying members of the next view, and room for max_new joiners)
  *   ADMIT_LIST: u32 n, n x (u32 id, str8 addr, str8 host) (seed -> coordinator:
  *               the joiners it offered, in admission order)
  *   VIEW:       u64 comm_id, u64 epoch, u32 old_world, u32 nstay, u32 n, n x u32
- *               id (seed -> joiner, after its WELCOME: the view it is offered,
+ *               id (seed -> joiner, before its WELCOME: the view it is offered,
  *               stayers then joiners; comm_id is the predecessor's)
  * where str8 = u8 length + bytes (no NUL), blob = u32 length + bytes. Strings use one-byte
  * lengths because every string field is shorter than 256 bytes; this keeps a WELCOME for a big

@@ -12,6 +12,8 @@
 #include "cluster/chan.h"
 #include "cluster/launch.h"
 #include "cluster/mesh.h"
+#include "cluster/seedlink.h"
+#include "cluster/view.h"
 #include "core/addr.h"
 #include "core/config.h"
 #include "runtime/comm.h"
@@ -31,9 +33,9 @@ static int advertised_host(const nexar_config *cfg, nx_chan *ch, char *host, siz
 static int connect_seed(nx_chan **ch, const char *seed, const char *token, uint64_t deadline) {
   for (;;) {
     uint64_t now = nx_now_ns();
-    uint32_t left = deadline ? (uint32_t)NX_MIN((deadline - NX_MIN(deadline, now)) / 1000000ull,
-                                                 UINT32_MAX)
-                             : 60000;
+    uint32_t left =
+        deadline ? (uint32_t)NX_MIN((deadline - NX_MIN(deadline, now)) / 1000000ull, UINT32_MAX)
+                 : 60000;
     if (deadline && left == 0)
       return nx_fail(NEXAR_ERR_TIMEOUT, "join: seed at %s not reachable in time", seed);
     int rc = nx_chan_connect(ch, seed, token, NX_MIN(left, 10000u));
@@ -47,7 +49,7 @@ static int connect_seed(nx_chan **ch, const char *seed, const char *token, uint6
 /* A requested rank and world that cannot work, named with where they came
  * from ("NEXAR_RANK=7", "NEXAR_WORLD_SIZE=3"), before any socket is opened. */
 int nx_join_check_rank_world(const char *who, uint32_t rank, uint32_t world, const char *rank_src,
-                            const char *world_src) {
+                             const char *world_src) {
   if (world > NX_BOOT_WORLD_MAX)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: a world of %u ranks (%s=%u); at most %u", who,
                    world, world_src, world, NX_BOOT_WORLD_MAX);
@@ -116,11 +118,99 @@ static void seed_del(void *seed) {
   nexar_seed_del(seed);
 }
 
+/* Keeps the seed channel on the endpoint for admissions (seedlink.h). */
+static void keep_seed(nx_ep *ep, nx_chan **ch) {
+  nx_seedlink *l = nx_seedlink_new(*ch);
+  *ch = NULL;
+  pthread_mutex_lock(&ep->mu);
+  ep->seedlink = l;
+  ep->seedlink_del = nx_seedlink_del;
+  pthread_mutex_unlock(&ep->mu);
+}
+
+/* A joiner of a formed world, queued at the seed: waits until a checkpoint
+ * offers it a view (VIEW, then WELCOME), connects to that view's members and
+ * commits it with them (nx_view_commit). */
+static int late_join(nx_ep *ep, nx_chan **ch, const nexar_config *cfg, nx_key *key,
+                     const char *seed_addr, nexar_client **out) {
+  uint32_t t = cfg->elastic_checkpoint_timeout_ms;
+  void *msg = NULL;
+  size_t len = 0;
+  nx_view_msg v = {0};
+  nx_welcome w = {0};
+  gnutls_certificate_credentials_t creds = NULL;
+  nexar_client *p = NULL;
+  int rc = nx_chan_recv(*ch, &msg, &len, t ? t : UINT32_MAX);
+  if (rc == NEXAR_ERR_TIMEOUT)
+    rc = nx_fail(rc,
+                 "join: queued at the seed at %s, no checkpoint admitted this joiner within "
+                 "%u ms (elastic_checkpoint_timeout_ms)",
+                 seed_addr, t);
+  if (!rc && nx_view_decode(msg, len, &v) != 0)
+    rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: malformed view from the seed at %s", seed_addr);
+  free(msg);
+  msg = NULL;
+  if (!rc && (rc = nx_chan_recv(*ch, &msg, &len, 10000)) == 0 &&
+      nx_welcome_decode(msg, len, &w) != 0)
+    rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: malformed welcome from the seed at %s", seed_addr);
+  free(msg);
+  uint32_t pos = UINT32_MAX;
+  for (uint32_t i = 0; !rc && i < v.n; i++) {
+    if (v.ids[i] == w.rank) pos = i;
+    if (v.ids[i] >= w.world_size || !w.addrs[v.ids[i]][0])
+      rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: the seed's view names member %u without an address",
+                   v.ids[i]);
+  }
+  if (!rc && (pos == UINT32_MAX || pos < v.nstay))
+    rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: the seed's view does not admit this joiner");
+  uint32_t cert_rank;
+  if (!rc) rc = nx_cert_rank(w.cert, w.cert_len, w.ca_cert, w.ca_len, w.cluster_id, &cert_rank);
+  if (!rc && cert_rank != w.rank)
+    rc = nx_fail(NEXAR_ERR_AUTH, "join: the seed's certificate names member %u, expected %u",
+                 cert_rank, w.rank);
+  if (!rc) rc = nx_tls_creds_new(&creds, key, w.cert, w.cert_len, w.ca_cert, w.ca_len);
+  if (!rc) {
+    rc = nx_ep_start(ep, w.rank, w.world_size, w.cluster_id, creds, w.addrs);
+    if (!rc || ep->creds == creds) creds = NULL; /* the endpoint owns them now */
+  }
+  if (!rc)
+    rc = nx_comm_new(ep, nx_view_id(v.comm_id, v.epoch, v.ids, v.n), v.ids, v.n, w.rank, &ep->cfg,
+                     v.epoch, v.comm_id, &p);
+  if (!rc) {
+    NX_INFO("joining as member %u, rank %u of %u at epoch %llu", w.rank, pos, v.n,
+            (unsigned long long)v.epoch);
+    uint64_t deadline = nx_now_ns() + (uint64_t)(t ? t : 3600000u) * 1000000ull;
+    rc = nx_view_commit(p, deadline);
+  }
+  if (!rc) {
+    p->einfo.old_world = v.old_world;
+    p->einfo.new_world = v.n;
+    p->einfo.joined = v.n - v.nstay;
+    p->einfo.left = v.old_world - v.nstay;
+    p->einfo.i_am_new = 1;
+    p->einfo.old_rank = UINT32_MAX;
+    keep_seed(ep, ch);
+    *out = p;
+    p = NULL;
+  }
+  if (p) {
+    char err[400];
+    snprintf(err, sizeof err, "%s", nexar_last_error());
+    nexar_client_del(p);
+    nx_set_error_text(err);
+  }
+  if (creds) gnutls_certificate_free_credentials(creds);
+  nx_view_free(&v);
+  nx_welcome_free(&w);
+  return rc;
+}
+
 int nx_join_ex(nexar_client **out, const char *seed_addr, const nexar_config *ucfg,
-                   uint32_t want_rank, uint32_t world_hint, nexar_seed *own_seed) {
+               uint32_t want_rank, uint32_t world_hint, nexar_seed *own_seed) {
   if (!out) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: NULL out");
   *out = NULL;
-  if (!seed_addr || !*seed_addr) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: no seed address");
+  if (!seed_addr || !*seed_addr)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: no seed address");
   nexar_config cfg;
   int rc = check_addr_len("join", "the seed address", seed_addr);
   if (!rc) rc = nx_join_check_rank_world("join", want_rank, world_hint, "rank", "world_size");
@@ -172,11 +262,16 @@ int nx_join_ex(nexar_client **out, const char *seed_addr, const nexar_config *uc
     goto out;
   }
   int type = nx_bootmsg_type(reply, len);
+  if (type == NX_BOOT_WAITING && nx_waiting_decode(reply, len) == 0) {
+    rc = late_join(ep, &ch, &cfg, key, seed_addr, out);
+    goto out;
+  }
   if (type == NX_BOOT_REFUSE) {
     nx_refuse r;
     if (nx_refuse_decode(reply, len, &r) == 0 && r.code < 0)
       rc = nx_fail(r.code, "join: the seed at %s refused: %s", seed_addr, r.reason);
-    else rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: malformed refusal from the seed");
+    else
+      rc = nx_fail(NEXAR_ERR_PROTOCOL, "join: malformed refusal from the seed");
     goto out;
   }
   if (type != NX_BOOT_WELCOME || nx_welcome_decode(reply, len, &w) != 0) {
@@ -205,7 +300,7 @@ int nx_join_ex(nexar_client **out, const char *seed_addr, const nexar_config *uc
     uint8_t *fb;
     size_t fl;
     if (nx_formed_encode(&fb, &fl) == 0) {
-      nx_chan_send(ch, fb, fl, 2000);
+      if (nx_chan_send(ch, fb, fl, 2000) == 0) keep_seed(ep, &ch); /* for admissions */
       free(fb);
     }
   }

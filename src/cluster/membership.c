@@ -7,6 +7,7 @@
 #include "runtime/coll_port.h"
 #include "proto/agree.h"
 #include "runtime/comm.h"
+#include "cluster/view.h"
 
 /* 64-bit FNV-1a: the child id and the dead-set fingerprint. */
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
@@ -22,7 +23,7 @@ static int cmp_u32(const void *a, const void *b) {
 }
 
 /* Copies c's RPC handlers and failure callback to its successor. */
-static void inherit(nexar_client *c, nexar_client *child) {
+void nx_view_inherit(nexar_client *c, nexar_client *child) {
   pthread_mutex_lock(&c->ep->mu);
   if (c->nhandlers) {
     child->handlers = malloc(c->nhandlers * sizeof *c->handlers);
@@ -36,18 +37,26 @@ static void inherit(nexar_client *c, nexar_client *child) {
   pthread_mutex_unlock(&c->ep->mu);
 }
 
-/* The successor's id: every member derives the same one from the
- * predecessor, the new epoch and the member ids in rank order. */
-static uint64_t successor_id(const nexar_client *c, uint64_t epoch, const uint32_t *members,
-                             uint32_t m) {
-  uint64_t h = fnv(0xcbf29ce484222325ull, &c->id, sizeof c->id);
+uint64_t nx_view_id(uint64_t pred_id, uint64_t epoch, const uint32_t *ids, uint32_t n) {
+  uint64_t h = fnv(0xcbf29ce484222325ull, &pred_id, sizeof pred_id);
   h = fnv(h, "view", 4);
   h = fnv(h, &epoch, sizeof epoch);
-  for (uint32_t i = 0; i < m; i++) {
-    uint64_t id = c->members[members[i]];
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t id = ids[i];
     h = fnv(h, &id, sizeof id);
   }
   return h ? h : 1;
+}
+
+uint64_t nx_view_successor_id(const nexar_client *c, uint64_t epoch, const uint32_t *members,
+                              uint32_t m) {
+  uint32_t *ids = malloc((m ? m : 1) * sizeof *ids);
+  if (!ids) return 0;
+  for (uint32_t i = 0; i < m; i++)
+    ids[i] = c->members[members[i]];
+  uint64_t h = nx_view_id(c->id, epoch, ids, m);
+  free(ids);
+  return h;
 }
 
 int nexar_rebuild_excluding(nexar_client *c, const uint32_t *dead, size_t n, nexar_client **out) {
@@ -92,7 +101,7 @@ int nexar_rebuild_excluding(nexar_client *c, const uint32_t *dead, size_t n, nex
   nexar_client *child = NULL;
   if (!rc) rc = nx_comm_derive_view(c, h, members, m, c->epoch + 1, &child);
   if (!rc) {
-    inherit(c, child);
+    nx_view_inherit(c, child);
     /* the survivors must have passed the same set: compare fingerprints */
     uint64_t mine = h, *all = malloc(m * sizeof *all);
     if (!all)
@@ -165,10 +174,11 @@ int nexar_recover(nexar_client *c, nexar_client **out) {
   nexar_client *child = NULL;
   if (!rc) {
     uint64_t epoch = c->epoch + 1;
-    rc = nx_comm_derive_view(c, successor_id(c, epoch, members, m), members, m, epoch, &child);
+    rc = nx_comm_derive_view(c, nx_view_successor_id(c, epoch, members, m), members, m, epoch,
+                             &child);
   }
   if (!rc) {
-    inherit(c, child);
+    nx_view_inherit(c, child);
     pthread_mutex_lock(&ep->mu);
     c->recovered = 1;
     pthread_mutex_unlock(&ep->mu);
@@ -217,88 +227,3 @@ int nexar_agree(nexar_client *c, uint32_t *flag) {
   free(dead);
   return rc;
 }
-
-int nexar_elastic_info_get_sized(const nexar_client *c, nexar_elastic_info *out, size_t size) {
-  if (!c || !out || size < sizeof(size_t))
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "elastic_info_get: NULL argument or size %zu",
-                   size);
-  nexar_elastic_info e = c->einfo;
-  e.struct_size = sizeof e < size ? sizeof e : size;
-  memcpy(out, &e, e.struct_size);
-  return 0;
-}
-
-/* A resize point. Today's changes are departures (nexar_elastic_leave): one
- * all_gather of every rank's leave flag, so a checkpoint without a change
- * costs about one barrier, and every rank computes the same new view from
- * the same flags. Joiners through a formed world's seed are not admitted
- * yet (the seed refuses them, saying so). */
-int nexar_elastic_checkpoint(nexar_client *c, nexar_client **out) {
-  if (out) *out = NULL;
-  if (!c || !out) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "elastic_checkpoint: NULL argument");
-  int rc = nx_comm_check(c, "elastic_checkpoint");
-  if (rc) return rc;
-  nx_ep *ep = c->ep;
-  pthread_mutex_lock(&ep->mu);
-  int busy = c->colls != NULL;
-  uint64_t k = ++c->checkpoints;
-  pthread_mutex_unlock(&ep->mu);
-  if (busy)
-    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
-                   "elastic_checkpoint on comm %llu: a non-blocking collective is in flight",
-                   (unsigned long long)c->id);
-  uint32_t mine = (uint32_t)atomic_load(&c->leave), *flags = malloc(c->size * sizeof *flags);
-  uint32_t *members = malloc(c->size * sizeof *members);
-  if (!flags || !members) {
-    free(flags), free(members);
-    return nx_fail(NEXAR_ERR_NOMEM, "elastic_checkpoint");
-  }
-  rc = nexar_all_gather(c, &mine, flags, 1, NEXAR_U32);
-  uint32_t m = 0, left = 0;
-  for (uint32_t r = 0; r < c->size && !rc; r++) {
-    if (flags[r] > 1)
-      rc = nx_fail(NEXAR_ERR_PROTOCOL, "elastic_checkpoint on comm %llu: rank %u sent flag %u",
-                   (unsigned long long)c->id, r, flags[r]);
-    else if (flags[r])
-      left++;
-    else
-      members[m++] = r;
-  }
-  uint32_t min = c->cfg.elastic_min_world ? c->cfg.elastic_min_world : 1;
-  if (!rc && left && m < min)
-    rc = nx_fail(NEXAR_ERR_ABORTED,
-                 "elastic_checkpoint #%llu on comm %llu: %u of %u ranks leaving would leave %u, "
-                 "below elastic_min_world %u; the view stays",
-                 (unsigned long long)k, (unsigned long long)c->id, left, c->size, m, min);
-  nexar_client *child = NULL;
-  if (!rc && left && !mine) {
-    uint64_t epoch = c->epoch + 1;
-    rc = nx_comm_derive_view(c, successor_id(c, epoch, members, m), members, m, epoch, &child);
-    if (!rc) {
-      inherit(c, child);
-      child->einfo.old_world = c->size;
-      child->einfo.new_world = m;
-      child->einfo.left = left;
-      child->einfo.old_rank = c->rank;
-    }
-  }
-  if (!rc && left) { /* the old view takes only queries and del from now on */
-    pthread_mutex_lock(&ep->mu);
-    snprintf(c->abort_why, sizeof c->abort_why, "%s at checkpoint %llu",
-             mine ? "left" : "resized", (unsigned long long)k);
-    atomic_store(&c->aborted, 1);
-    pthread_mutex_unlock(&ep->mu);
-  }
-  free(flags);
-  free(members);
-  *out = child;
-  return rc;
-}
-
-int nexar_elastic_leave(nexar_client *c) {
-  int rc = nx_comm_check(c, "elastic_leave");
-  if (rc) return rc;
-  atomic_store(&c->leave, 1);
-  return 0;
-}
-

@@ -30,6 +30,7 @@
 #include "cluster/bootmsg.h"
 #include "cluster/chan.h"
 #include "core/config.h"
+#include "cluster/seed_int.h"
 #include "transport/pki.h"
 
 #define NX_SEED_STEP_MS 10000u   /* Hello and Welcome deadline per joiner */
@@ -40,60 +41,7 @@
 #define NX_SEED_HANDSHAKERS 16   /* handshakes at once */
 #define NX_SEED_NO_RANK UINT32_MAX
 
-typedef struct pending {
-  int fd;
-  int ready; /* it spoke (or closed): waits for a handshake thread */
-  uint64_t since;
-  struct sockaddr_storage src;
-} pending;
-
-typedef struct joiner {
-  struct joiner *next;
-  nexar_seed *s;
-  pthread_t thr;
-  int fd;
-  int cfd; /* the channel's socket while registered (for polling) */
-  uint64_t accepted_ns;
-  int finished;
-  int formed_ok; /* reported FORMED */
-  /* registration */
-  int registered;
-  uint32_t arrival;
-  nx_hello hello;
-  uint32_t rank;
-  uint8_t *cert;
-  size_t cert_len;
-} joiner;
-
-struct nexar_seed {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  nexar_config cfg;
-  uint32_t world;
-  int listen_fd;
-  char addr[NX_ADDR_MAX];
-  char token[130];
-  uint8_t cluster_id[16];
-  nx_ca *ca;
-  uint8_t *ca_der;
-  size_t ca_len;
-  pthread_t accept_thr;
-  int stop;
-  joiner *joiners;
-  pending *pend;
-  int npend;
-  int handshaking;
-  uint32_t nregistered, arrivals;
-  int formed;    /* ranks assigned, certificates issued */
-  uint32_t sent; /* welcomes delivered */
-  uint32_t done; /* joiners whose formation ended (FORMED, lost or gave up) */
-  uint32_t lost; /* the first rank lost during formation, or NX_SEED_NO_RANK */
-  char lost_why[200];
-  char (*addrs)[NX_ADDR_MAX];
-  char (*hosts)[NX_HOST_MAX];
-};
-
-static void refuse(nx_chan *ch, int code, const char *reason) {
+void nx_seed_refuse(nx_chan *ch, int code, const char *reason) {
   nx_refuse r = {.code = code};
   snprintf(r.reason, sizeof r.reason, "%s", reason);
   uint8_t *buf;
@@ -199,7 +147,7 @@ static void drop_dead_locked(nexar_seed *s, joiner *self) {
     }
 }
 
-static void timed_wait_locked(nexar_seed *s, long ms) {
+void nx_seed_timed_wait_locked(nexar_seed *s, long ms) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_nsec += ms * 1000000L;
@@ -281,7 +229,7 @@ static void serve(joiner *j) {
   if (rc || nx_bootmsg_type(msg, len) != NX_BOOT_HELLO ||
       nx_hello_decode(msg, len, &j->hello) != 0) {
     NX_WARN("seed: joiner %s sent no valid Hello (%s)", peer, rc ? nexar_last_error() : "bad");
-    if (!rc) refuse(ch, NEXAR_ERR_PROTOCOL, "expected a Hello message");
+    if (!rc) nx_seed_refuse(ch, NEXAR_ERR_PROTOCOL, "expected a Hello message");
     free(msg);
     nx_chan_del(ch);
     return;
@@ -289,6 +237,12 @@ static void serve(joiner *j) {
   free(msg);
   char why[200];
   pthread_mutex_lock(&s->mu);
+  if (s->formed) { /* a joiner of the running world: admitted at a checkpoint */
+    pthread_mutex_unlock(&s->mu);
+    nx_seed_late_joiner(s, j, ch, peer);
+    nx_chan_del(ch);
+    return;
+  }
   int code = check_hello_locked(s, &j->hello, why, sizeof why);
   if (!code) {
     j->registered = 1;
@@ -324,7 +278,7 @@ static void serve(joiner *j) {
                s->world, (unsigned long long)t);
       break;
     }
-    timed_wait_locked(s, 50);
+    nx_seed_timed_wait_locked(s, 50);
   }
   if (!code && s->stop && !s->formed) {
     code = NEXAR_ERR_ABORTED;
@@ -345,7 +299,7 @@ static void serve(joiner *j) {
   pthread_mutex_unlock(&s->mu);
   if (code) {
     NX_WARN("seed: refusing %s: %s", peer, why);
-    refuse(ch, code, why);
+    nx_seed_refuse(ch, code, why);
   } else {
     uint8_t *buf;
     rc = nx_welcome_encode(&w, &buf, &len);
@@ -361,8 +315,10 @@ static void serve(joiner *j) {
     watch_formation(s, j, ch, peer);
     pthread_mutex_lock(&s->mu);
     s->done++;
+    int member = j->formed_ok;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    if (member) nx_seed_member_loop(s, j, ch, peer);
   }
   nx_chan_del(ch);
 }
@@ -388,6 +344,8 @@ static void reap_locked(nexar_seed *s, int all) {
       pthread_mutex_lock(&s->mu);
       nx_hello_free(&j->hello);
       free(j->cert);
+      free(j->offer_welcome);
+      free(j->offer_view);
       free(j);
     } else {
       pp = &j->next;
@@ -548,6 +506,7 @@ int nexar_seed_new(nexar_seed **out, const char *listen_addr, uint32_t world_siz
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
   s->world = world_size;
+  s->next_id = world_size;
   s->lost = NX_SEED_NO_RANK;
   const char *tok = s->cfg.cluster_token;
   if (!tok || !*tok) tok = getenv("NEXAR_CLUSTER_TOKEN");
@@ -617,7 +576,7 @@ int nexar_seed_wait(nexar_seed *s, uint32_t timeout_ms) {
                    s->nregistered, s->world, timeout_ms);
       break;
     }
-    timed_wait_locked(s, 20);
+    nx_seed_timed_wait_locked(s, 20);
   }
   if (!rc && s->lost != NX_SEED_NO_RANK)
     rc = nx_fail(NEXAR_ERR_PEER_LOST, "seed: the formation failed: %s", s->lost_why);

@@ -3,7 +3,8 @@
  * time, and carries out its actions (frames to members, the decision).
  *
  * Every instance belongs to a communicator and is keyed: key 0 decides the
- * successor view (nexar_recover), key k >= 1 is the k-th nexar_agree call.
+ * successor view (nexar_recover), key k >= 1 is the k-th nexar_agree call,
+ * NX_AGR_KEY_RESIZE the commit of a prospective view (elastic admission).
  * Instances are created when the caller starts them or when the first frame
  * for them arrives (then they answer as acceptors; a recovery instance also
  * starts at once with flag 1, so a member that has not called nexar_recover
@@ -62,6 +63,8 @@ static void test_hook(nx_ep *ep, uint8_t mtype, int fanout_done) {
     want = NX_AM_ACCEPT, k = strtoul(h + 7, NULL, 10);
   else if (strncmp(h, "commit:", 7) == 0)
     want = NX_AM_COMMIT, k = strtoul(h + 7, NULL, 10);
+  else if (strcmp(h, "promise") == 0) /* a joiner that answered ready dies before the commit */
+    want = NX_AM_PROMISE, k = 1;
   if (want != mtype) return;
   if (want == NX_AM_COLLECT ? fanout_done : ++ep->agr_exit_sent >= k) {
     /* freeze here: no more agreement input or output, and exit once the
@@ -174,11 +177,13 @@ static nx_agr *get_locked(nx_comm *c, uint64_t key, int *rc) {
   /* recovery: a member that does not answer within a heartbeat timeout is
    * as good as dead; nexar_agree: members call it when they get there, like
    * a collective, so they get the collective timeout */
-  uint64_t timeout = key == 0 ? ms_ns(c->cfg.heartbeat_timeout_ms)
-                              : ms_ns(c->cfg.collective_timeout_ms ? c->cfg.collective_timeout_ms
-                                                                   : 30000);
-  uint64_t give_up = c->cfg.recovery_timeout_ms ? ms_ns(c->cfg.recovery_timeout_ms)
-                                                : 365ull * 86400 * 1000000000ull;
+  uint64_t timeout = key == 0 || key == NX_AGR_KEY_RESIZE
+                         ? ms_ns(c->cfg.heartbeat_timeout_ms)
+                         : ms_ns(c->cfg.collective_timeout_ms ? c->cfg.collective_timeout_ms
+                                                              : 30000);
+  uint32_t limit_ms =
+      key == NX_AGR_KEY_RESIZE ? c->cfg.elastic_checkpoint_timeout_ms : c->cfg.recovery_timeout_ms;
+  uint64_t give_up = limit_ms ? ms_ns(limit_ms) : 365ull * 86400 * 1000000000ull;
   if (give_up < timeout) give_up = timeout;
   int quorum = c->cfg.recovery_quorum == NEXAR_QUORUM_SURVIVORS ? NX_AGREE_SURVIVORS
                                                                  : NX_AGREE_MAJORITY;
@@ -217,7 +222,9 @@ void nx_agr_on_frame_locked(nx_ep *ep, uint32_t src, const nx_frame *f, const ui
   if (!c || atomic_load(&c->aborted) || src >= ep->world || ep->agr_frozen) return;
   uint32_t from = nx_comm_rank_of(c, src);
   if (from == UINT32_MAX) return;
-  if (f->tag != 0 && f->tag > c->agree_seq + NX_AGR_AHEAD && !find_locked(c, f->tag)) return;
+  if (f->tag != 0 && f->tag != NX_AGR_KEY_RESIZE && f->tag > c->agree_seq + NX_AGR_AHEAD &&
+      !find_locked(c, f->tag))
+    return;
   int rc = 0;
   nx_agr *g = get_locked(c, f->tag, &rc);
   if (!g) return;

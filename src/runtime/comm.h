@@ -117,6 +117,9 @@ int nx_comm_check_peer_locked(nx_comm *c, const char *op, uint32_t peer);
 
 /* ---- agreement.c: the fault-tolerant agreement (proto/agree.h) driven by
  * the engine, under ep->mu unless said otherwise */
+/* The instance that commits or aborts a prospective view (elastic admission):
+ * heartbeat-timeout rounds, given up after elastic_checkpoint_timeout_ms. */
+#define NX_AGR_KEY_RESIZE (UINT64_MAX - 1)
 /* An agreement message of instance f->tag of comm f->comm_id from root rank src. */
 void nx_agr_on_frame_locked(nx_ep *ep, uint32_t src, const nx_frame *f, const uint8_t *buf,
                             size_t len);

@@ -130,96 +130,11 @@ uint16_t nx_ep_port(const nx_ep *ep) {
   return nx_sockaddr_port((const struct sockaddr *)&ep->udp.local);
 }
 
-/* A dual-stack socket: IPv6, bound to every interface, IPv4 not turned off. */
-static int dual_stack(const nx_ep *ep) {
-  const struct sockaddr_in6 *l = (const struct sockaddr_in6 *)&ep->udp.local;
-  int v6only = 1;
-  socklen_t ol = sizeof v6only;
-  return ep->udp.family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&l->sin6_addr) &&
-         getsockopt(ep->udp.fd, IPPROTO_IPV6, IPV6_V6ONLY, &v6only, &ol) == 0 && !v6only;
-}
-
-/* Rank j's advertised address as our socket reaches it: of the socket's
- * family, or IPv4 mapped into IPv6 on a dual-stack socket. */
-static int resolve(const nx_ep *ep, uint32_t j, const char *hostport, struct sockaddr_storage *ss,
-                   socklen_t *len) {
-  char host[NX_ADDR_HOST_MAX];
-  uint16_t port;
-  int rc = nx_addr_split(hostport, "peer address", host, sizeof host, &port);
-  if (rc) return rc;
-  struct addrinfo hints = {0}, *res = NULL;
-  hints.ai_socktype = SOCK_DGRAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  char ps[8];
-  snprintf(ps, sizeof ps, "%u", port);
-  int g = getaddrinfo(host, ps, &hints, &res);
-  if (g || !res)
-    return nx_fail(NEXAR_ERR_IO, "cannot resolve the address of rank %u '%s': %s", j, hostport,
-                   gai_strerror(g));
-  const struct addrinfo *pick = NULL, *v4 = NULL;
-  for (const struct addrinfo *ai = res; ai && !pick; ai = ai->ai_next) {
-    if (ai->ai_family == ep->udp.family)
-      pick = ai;
-    else if (ai->ai_family == AF_INET && !v4)
-      v4 = ai;
-  }
-  if (!pick && v4 && dual_stack(ep)) pick = v4;
-  if (!pick) {
-    char mine[NX_ADDR_TEXT_MAX];
-    nx_addr_format((const struct sockaddr *)&ep->udp.local, ep->udp.locallen, mine, sizeof mine, 1);
-    freeaddrinfo(res);
-    return nx_fail(NEXAR_ERR_IO,
-                   "rank %u advertises %s, which has no %s address, and this endpoint's socket is "
-                   "%s (%s): bind to [::]:port (NEXAR_BIND_ADDR) to reach IPv4 and IPv6 peers",
-                   j, hostport, ep->udp.family == AF_INET6 ? "IPv6" : "IPv4",
-                   ep->udp.family == AF_INET6 ? "IPv6" : "IPv4", mine);
-  }
-  memcpy(ss, pick->ai_addr, pick->ai_addrlen);
-  *len = pick->ai_addrlen;
-  freeaddrinfo(res);
-  if (ep->udp.family == AF_INET6) nx_sockaddr_map_v4(ss, len);
-  return 0;
-}
-
-/* One allocation per peer: the link and the queues hold peer pointers, so
- * they must stay put when members admitted later grow the table. */
-int nx_ep_peers_alloc(nx_ep *ep, uint32_t n) {
-  nx_peer **pv = nx_calloc(n ? n : 1, sizeof *pv);
-  for (uint32_t j = 0; pv && j < n; j++)
-    if (!(pv[j] = nx_calloc(1, sizeof *pv[j]))) {
-      while (j-- > 0)
-        free(pv[j]);
-      free(pv);
-      pv = NULL;
-    }
-  if (!pv) return NEXAR_ERR_NOMEM;
-  ep->peers = pv;
-  ep->world = n;
-  return 0;
-}
-
-void nx_ep_peers_free(nx_ep *ep) {
-  for (uint32_t j = 0; ep->peers && j < ep->world; j++)
-    free(ep->peers[j]);
-  free(ep->peers);
-  ep->peers = NULL;
-}
-
 int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_id[16],
                 gnutls_certificate_credentials_t creds, char (*addrs)[128]) {
   if (nx_ep_peers_alloc(ep, world)) return nx_fail(NEXAR_ERR_NOMEM, "endpoint peers");
-  uint64_t now = nx_now_ns();
   for (uint32_t j = 0; j < world; j++) {
-    nx_peer *p = ep->peers[j];
-    p->rank = j;
-    snprintf(p->addrstr, sizeof p->addrstr, "%s", addrs[j]);
-    p->last_heard_ns = now;
-    p->next_hb_ns = now + ep->hb_interval_ns;
-    if (j == rank) {
-      p->state = NX_PEER_UP;
-      continue;
-    }
-    int rc = resolve(ep, j, addrs[j], &p->addr, &p->addrlen);
+    int rc = nx_ep_peer_init(ep, ep->peers[j], j, j == rank, addrs[j]);
     if (rc) return rc;
   }
   ep->rank = rank;
@@ -780,6 +695,7 @@ void nx_ep_unref(nx_ep *ep) {
   close(ep->evfd);
   if (ep->creds) gnutls_certificate_free_credentials(ep->creds);
   nx_quic_del(ep->quic);
+  if (ep->seedlink_del) ep->seedlink_del(ep->seedlink);
   nx_ep_peers_free(ep);
   nx_config_release(&ep->cfg);
   pthread_mutex_destroy(&ep->mu);

@@ -181,6 +181,7 @@ struct nx_peer {
   int dead_code;              /* what its pending operations got */
   int shm_ok;                 /* same host and it can read our memory: large sends by rendezvous */
   int departed;               /* closed gracefully */
+  int absent;                 /* an id outside this member's view (never dialed) */
   uint64_t rndv_cancelled[8]; /* its cancels that overtook their descriptor */
   int same_host;              /* it proved it can read our memory */
   struct sockaddr_un lane_addr; /* its same-host lane (lane.c) */
@@ -220,6 +221,9 @@ struct nx_ep {
   uint32_t rank, world; /* world: the peer table's length (member ids known) */
   nx_route route;       /* who dials whom, next hops (proto/route.h) */
   nx_peer **peers;      /* by member id; each allocated once, never moved */
+  /* the cluster layer's channel to the seed (admissions), freed with ep */
+  void *seedlink;
+  void (*seedlink_del)(void *seedlink);
   uint8_t cluster_id[16];
   gnutls_certificate_credentials_t creds;
   nx_quic *quic; /* the QUIC link: every connection (transport/quic.h) */
@@ -278,6 +282,16 @@ int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint1
 /* The peer table of n zeroed peers (ep->peers, ep->world = n); NOMEM. */
 int nx_ep_peers_alloc(nx_ep *ep, uint32_t n);
 void nx_ep_peers_free(nx_ep *ep);
+/* Fills peer p for member id: this endpoint (self), one at addr "host:port",
+ * or (addr NULL or "") an id outside the view, marked absent and dead. */
+int nx_ep_peer_init(nx_ep *ep, nx_peer *p, uint32_t id, int self, const char *addr);
+/* Admits member id at addr after formation: grows the table (ids between the
+ * old end and id become absent), the route and the link's bounds; the peer
+ * starts in NX_PEER_INIT, so whichever side the route names dials. 0 if it is
+ * known already; INVALID_ARGUMENT for an id that was a member and is gone;
+ * NOMEM; IO if addr does not resolve. */
+int nx_ep_add_peer_locked(nx_ep *ep, uint32_t id, const char *addr);
+#define NX_PEER_ID_MAX 65536u /* member ids stay below (the bootstrap's world limit) */
 /* Installs identity and peers; starts the progress thread. addrs[world]. */
 int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_id[16],
                 gnutls_certificate_credentials_t creds, char (*addrs)[128]);

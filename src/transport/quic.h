@@ -146,6 +146,8 @@ void nx_quic_del(nx_quic *q);
  * by the larger of this and 16, and by 2 per source address). */
 void nx_quic_start(nx_quic *q, gnutls_certificate_credentials_t creds, const uint8_t cluster_id[16],
                    uint32_t members);
+/* The member count grew (members admitted after formation). */
+void nx_quic_set_members(nx_quic *q, uint32_t members);
 /* A client connection to the member rank at addr (name: its address as
  * text, for messages), bound to peer: 0, NEXAR_ERR_NOMEM, or NEXAR_ERR_TLS
  * (no connection could be made; nexar_last_error says why). */

@@ -529,6 +529,10 @@ void nx_quic_start(nx_quic *q, gnutls_certificate_credentials_t creds, const uin
   q->creds = creds;
 }
 
+void nx_quic_set_members(nx_quic *q, uint32_t members) {
+  q->members = members;
+}
+
 void nx_quic_del(nx_quic *q) {
   if (!q) return;
   nx_quic_close_all(q);

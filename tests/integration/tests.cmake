@@ -61,6 +61,10 @@ set_tests_properties(integration.tools PROPERTIES TIMEOUT 240 LABELS "integratio
 # failed_ranks/on_failure in a split child's numbering, later calls fail fast.
 add_test(NAME integration.fault COMMAND fault_test)
 set_tests_properties(integration.fault PROPERTIES TIMEOUT 120 LABELS "integration")
+# Elastic membership, ranks as threads through an in-process seed: grow 2 -> 4
+# by joiners, shrink by a leave, elastic_max_world 3 admits one of two.
+add_test(NAME integration.elastic_local COMMAND elastic_local_test)
+set_tests_properties(integration.elastic_local PROPERTIES TIMEOUT 120 LABELS "integration")
 # A revoke landing while rank 1 starts a barrier or a receive still ends it
 # (ABORTED or PEER_LOST, never TIMEOUT); 5000 rounds across the window.
 add_test(NAME integration.revoke_race COMMAND revoke_race_test)

@@ -1,0 +1,25 @@
+/* View changes shared by recovery (membership.c), the elastic checkpoint
+ * (elastic.c) and a joiner's admission (join.c). Internal to src/cluster. */
+#ifndef NX_CLUSTER_VIEW_H
+#define NX_CLUSTER_VIEW_H
+
+#include <stdint.h>
+
+#include "runtime/comm.h"
+
+/* The id of the view after comm pred_id with these member ids (rank order)
+ * at epoch: every member, old or joining, derives the same one. Never 0. */
+uint64_t nx_view_id(uint64_t pred_id, uint64_t epoch, const uint32_t *ids, uint32_t n);
+/* nx_view_id for members given as comm ranks of c; 0 on NOMEM. */
+uint64_t nx_view_successor_id(const nexar_client *c, uint64_t epoch, const uint32_t *members,
+                              uint32_t m);
+/* Copies c's RPC handlers and failure callback to its successor. */
+void nx_view_inherit(nexar_client *c, nexar_client *child);
+/* The two-phase change to the prospective view p, on every member of p (old
+ * and new): opens and authenticates the connections it lacks until
+ * deadline_ns, then agrees on p with its readiness. 0: committed, p is the
+ * view. Otherwise p must be deleted: PEER_LOST (a member of p failed; the
+ * error names it), ABORTED (someone could not connect, or no agreement). */
+int nx_view_commit(nexar_client *p, uint64_t deadline_ns);
+
+#endif
