@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cluster/seedlink.h"
 #include "cluster/view.h"
@@ -73,6 +74,10 @@ int nx_view_commit(nexar_client *p, uint64_t deadline_ns) {
   }
   pthread_mutex_unlock(&ep->mu);
   if (!ready) NX_WARN("view %llx: not ready: %s", (unsigned long long)p->id, why);
+  /* test hook: a participant dies once its connections are up, before its
+   * readiness reaches the agreement (NEXAR_TEST_AGREE_EXIT=ready) */
+  const char *hook = ep->knobs.test_agree_exit;
+  if (ready && hook && strcmp(hook, "ready") == 0) _exit(9);
   uint8_t *gone = malloc(p->size);
   if (!gone) return nx_fail(NEXAR_ERR_NOMEM, "elastic view change");
   int outcome = 0;

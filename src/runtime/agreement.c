@@ -63,8 +63,6 @@ static void test_hook(nx_ep *ep, uint8_t mtype, int fanout_done) {
     want = NX_AM_ACCEPT, k = strtoul(h + 7, NULL, 10);
   else if (strncmp(h, "commit:", 7) == 0)
     want = NX_AM_COMMIT, k = strtoul(h + 7, NULL, 10);
-  else if (strcmp(h, "promise") == 0) /* a joiner that answered ready dies before the commit */
-    want = NX_AM_PROMISE, k = 1;
   if (want != mtype) return;
   if (want == NX_AM_COLLECT ? fanout_done : ++ep->agr_exit_sent >= k) {
     /* freeze here: no more agreement input or output, and exit once the
@@ -185,8 +183,11 @@ static nx_agr *get_locked(nx_comm *c, uint64_t key, int *rc) {
       key == NX_AGR_KEY_RESIZE ? c->cfg.elastic_checkpoint_timeout_ms : c->cfg.recovery_timeout_ms;
   uint64_t give_up = limit_ms ? ms_ns(limit_ms) : 365ull * 86400 * 1000000000ull;
   if (give_up < timeout) give_up = timeout;
-  int quorum = c->cfg.recovery_quorum == NEXAR_QUORUM_SURVIVORS ? NX_AGREE_SURVIVORS
-                                                                 : NX_AGREE_MAJORITY;
+  /* a prospective view is committed by a majority, never by SURVIVORS: two
+   * sides of a partition must not install different views of one change */
+  int quorum = c->cfg.recovery_quorum == NEXAR_QUORUM_SURVIVORS && key != NX_AGR_KEY_RESIZE
+                   ? NX_AGREE_SURVIVORS
+                   : NX_AGREE_MAJORITY;
   int e = nx_agree_init(&g->a, c->epoch, c->size, ids, c->rank, quorum, timeout, give_up);
   free(ids);
   if (e) {
