@@ -22,8 +22,13 @@ static int cmp_u32(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Copies c's RPC handlers and failure callback to its successor. */
+/* Copies c's RPC handlers and failure callback to its successor, and says
+ * what the change did (ranks lost to failure count as left; a resize
+ * overwrites joined and left). */
 void nx_view_inherit(nexar_client *c, nexar_client *child) {
+  child->einfo.old_world = c->size;
+  child->einfo.left = c->size > child->size ? c->size - child->size : 0;
+  child->einfo.old_rank = c->rank;
   pthread_mutex_lock(&c->ep->mu);
   if (c->nhandlers) {
     child->handlers = malloc(c->nhandlers * sizeof *c->handlers);

@@ -198,6 +198,14 @@ add_test(NAME integration.recover
                  $<TARGET_FILE:nexar-seed> $<TARGET_FILE:recover_worker>)
 set_tests_properties(integration.recover PROPERTIES TIMEOUT 480
                      LABELS "integration;netns" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+# Elastic membership with processes across namespaces: grow 2 -> 4 with
+# joiners on veth addresses, leave, a joiner dying before the commit, a member
+# killed, the seed killed, a wrong token, --max-world, grow/shrink cycles.
+add_test(NAME integration.elastic
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/elastic_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:elastic_worker>)
+set_tests_properties(integration.elastic PROPERTIES TIMEOUT 300
+                     LABELS "integration;netns" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 # BEGIN launcher
 # nexar_init_from_env under each real launcher, started by the test: a
 # one-node Slurm cluster (srun -n 4; srun --mpi=pmix -n 4, skipped when
