@@ -233,7 +233,17 @@ NEXAR_EXTERN int nexar_seed_wait(nexar_seed *s, uint32_t timeout_ms);
 /** Stops the seed and frees it; its strings die with it. */
 NEXAR_EXTERN void nexar_seed_del(nexar_seed *s);
 
-/** Joins through a seed; returns once the full mesh is connected. */
+/** Joins through a seed; returns once the full mesh is connected. A seed whose
+ * world has formed queues the joiner (a member id that was never used, a
+ * certificate bound to it), and this returns once the members' next
+ * nexar_elastic_checkpoint admits it: the communicator of that view, with
+ * nexar_elastic_info i_am_new = 1 and a rank at least the number of staying
+ * members. Returns 0; NEXAR_ERR_AUTH (wrong cluster token, a certificate for
+ * another id); NEXAR_ERR_TIMEOUT (no formation within connect_timeout_ms, or,
+ * queued, no admission within elastic_checkpoint_timeout_ms); NEXAR_ERR_ABORTED
+ * or NEXAR_ERR_PEER_LOST (the change that admitted it aborted: join again);
+ * NEXAR_ERR_IO (the seed is unreachable); NEXAR_ERR_PROTOCOL;
+ * NEXAR_ERR_INVALID_ARGUMENT; NEXAR_ERR_NOMEM. */
 NEXAR_EXTERN int nexar_join(nexar_client **out, const char *seed_addr, const nexar_config *cfg);
 /** Joins as the launcher that started this process says. The first of these
  * that is present decides (NEXAR_DEBUG=info logs which one, and the others it
@@ -576,18 +586,27 @@ NEXAR_EXTERN int nexar_revoke(nexar_client *c);
  * NEXAR_ERR_NOMEM. */
 NEXAR_EXTERN int nexar_agree(nexar_client *c, uint32_t *flag);
 /** Elastic resize point, a collective over c (no _nb op of c may be in
- * flight). Every rank's leave flag is gathered (a checkpoint without a change
- * costs about one small all_gather); if ranks leave, the staying ranks get
- * *out, the successor view (epoch + 1, the stayers in their old order, RPC
- * handlers and failure callback inherited, nexar_elastic_info filled), and a
- * leaver gets 0 with *out = NULL. After a resize the old c (a leaver's too)
- * accepts only queries and nexar_client_del: other calls give
- * NEXAR_ERR_ABORTED ("left at checkpoint k" / "resized at checkpoint k").
- * Without a change *out = NULL. Joiners into a formed world are not admitted
- * yet: the seed refuses them. Returns 0; NEXAR_ERR_INVALID_ARGUMENT (NULL, an
- * _nb collective in flight); NEXAR_ERR_ABORTED (the departures would go below
- * elastic_min_world: nothing changes, on every rank); the errors of a
- * collective (PEER_LOST: recover first, MISMATCH, TIMEOUT); NEXAR_ERR_NOMEM. */
+ * flight). Every rank's leave flag is gathered, and rank 0 says whether its
+ * seed reported waiting joiners (a checkpoint without a change costs about one
+ * small all_gather). With a change the staying ranks get *out, the successor
+ * view: epoch + 1, the stayers in their old order, then the joiners the seed
+ * admitted (in arrival order, up to elastic_max_world of rank 0 and of the
+ * seed), RPC handlers and failure callback inherited, nexar_elastic_info
+ * filled; a leaver gets 0 with *out = NULL. Joiners are admitted by a
+ * two-phase change: stayers and joiners connect, then agree that everyone is
+ * ready; if one is not (it died, cannot connect within
+ * elastic_checkpoint_timeout_ms), the change aborts and c stays the view (with
+ * leavers, the stayers get the departures-only successor instead). After a
+ * resize the old c (a leaver's too) accepts only queries and
+ * nexar_client_del: other calls give NEXAR_ERR_ABORTED ("left at checkpoint
+ * k" / "resized at checkpoint k"). Without a change *out = NULL. Returns 0;
+ * NEXAR_ERR_INVALID_ARGUMENT (NULL, an _nb collective in flight);
+ * NEXAR_ERR_ABORTED (the departures would go below elastic_min_world: nothing
+ * changes, on every rank; or the admission aborted without a failed member,
+ * c stays usable); NEXAR_ERR_PEER_LOST (a member of c failed: recover; or a
+ * joiner failed before the commit, naming it: then nexar_failed_ranks(c) is
+ * empty and c stays usable); the errors of a collective (MISMATCH, TIMEOUT);
+ * NEXAR_ERR_PROTOCOL (rank 0 sent an invalid joiner list); NEXAR_ERR_NOMEM. */
 NEXAR_EXTERN int nexar_elastic_checkpoint(nexar_client *c, nexar_client **out);
 /** Marks this rank to leave at the next nexar_elastic_checkpoint. Returns 0,
  * or NEXAR_ERR_INVALID_ARGUMENT (NULL), NEXAR_ERR_ABORTED (c aborted,
