@@ -602,10 +602,10 @@ NEXAR_EXTERN int nexar_agree(nexar_client *c, uint32_t *flag);
  * k" / "resized at checkpoint k"). Without a change *out = NULL. Returns 0;
  * NEXAR_ERR_INVALID_ARGUMENT (NULL, an _nb collective in flight);
  * NEXAR_ERR_ABORTED (the departures would go below elastic_min_world: nothing
- * changes, on every rank; or the admission aborted without a failed member,
- * c stays usable); NEXAR_ERR_PEER_LOST (a member of c failed: recover; or a
- * joiner failed before the commit, naming it: then nexar_failed_ranks(c) is
- * empty and c stays usable); the errors of a collective (MISMATCH, TIMEOUT);
+ * changes, on every rank); NEXAR_ERR_PEER_LOST (a member of c failed: recover;
+ * or a joiner failed before the commit, naming it: then nexar_failed_ranks(c)
+ * is empty and c stays usable); NEXAR_ERR_TIMEOUT (the admission could not
+ * complete in time: c stays usable); the errors of a collective (MISMATCH);
  * NEXAR_ERR_PROTOCOL (rank 0 sent an invalid joiner list); NEXAR_ERR_NOMEM. */
 NEXAR_EXTERN int nexar_elastic_checkpoint(nexar_client *c, nexar_client **out);
 /** Marks this rank to leave at the next nexar_elastic_checkpoint. Returns 0,

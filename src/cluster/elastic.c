@@ -95,15 +95,16 @@ int nx_view_commit(nexar_client *p, uint64_t deadline_ns) {
     return nx_fail(NEXAR_ERR_ABORTED,
                    "view change to comm %llx: the others declared this member failed",
                    (unsigned long long)p->id);
+  /* TIMEOUT, not ABORTED: the old view stays usable (a collective that timed out) */
   if (outcome != NX_AGREE_COMMITTED)
-    return nx_fail(NEXAR_ERR_ABORTED, "view change to comm %llx: %s%s%s", (unsigned long long)p->id,
+    return nx_fail(NEXAR_ERR_TIMEOUT, "view change to comm %llx: %s%s%s", (unsigned long long)p->id,
                    reason, why[0] ? "; here: " : "", why);
   if (first != UINT32_MAX)
     return nx_fail(NEXAR_ERR_PEER_LOST,
                    "view change to comm %llx: rank %u (member %u at %s) failed before the commit",
                    (unsigned long long)p->id, first, p->members[first],
                    ep->peers[p->members[first]]->addrstr);
-  return nx_fail(NEXAR_ERR_ABORTED,
+  return nx_fail(NEXAR_ERR_TIMEOUT,
                  "view change to comm %llx: a member could not reach all the others in time%s%s",
                  (unsigned long long)p->id, why[0] ? "; here: " : "", why);
 }

@@ -19,7 +19,8 @@ void nx_view_inherit(nexar_client *c, nexar_client *child);
  * and new): opens and authenticates the connections it lacks until
  * deadline_ns, then agrees on p with its readiness. 0: committed, p is the
  * view. Otherwise p must be deleted: PEER_LOST (a member of p failed; the
- * error names it), ABORTED (someone could not connect, or no agreement). */
+ * error names it), TIMEOUT (someone could not connect in time, or no
+ * agreement), ABORTED (the others declared this member failed). */
 int nx_view_commit(nexar_client *p, uint64_t deadline_ns);
 
 #endif
