@@ -29,10 +29,20 @@ static int advertised_host(const nexar_config *cfg, nx_chan *ch, char *host, siz
 }
 
 /* Connects to the seed, retrying while it is not up yet (launchers start
- * everything at once), until the deadline. */
-static int connect_seed(nx_chan **ch, const char *seed, const char *token, uint64_t deadline) {
+ * everything at once), until the deadline; or, for a worker that names no
+ * rank and no world (a joiner of a running world, whose seed is up or gone),
+ * while it refuses for at most NX_JOIN_IO_GRACE_NS: then IO, at once. */
+#define NX_JOIN_IO_GRACE_NS 2000000000ull
+static int connect_seed(nx_chan **ch, const char *seed, const char *token, uint64_t deadline,
+                        int hinted) {
+  uint64_t io_until = nx_now_ns() + NX_JOIN_IO_GRACE_NS;
   for (;;) {
     uint64_t now = nx_now_ns();
+    if (!hinted && now >= io_until) {
+      char why[256]; /* the error text is rewritten by nx_fail: copy it first */
+      snprintf(why, sizeof why, "%s", nexar_last_error());
+      return nx_fail(NEXAR_ERR_IO, "join: no seed at %s (%s)", seed, why);
+    }
     uint32_t left =
         deadline ? (uint32_t)NX_MIN((deadline - NX_MIN(deadline, now)) / 1000000ull, UINT32_MAX)
                  : 60000;
@@ -235,7 +245,9 @@ int nx_join_ex(nexar_client **out, const char *seed_addr, const nexar_config *uc
   uint64_t t = cfg.connect_timeout_ms;
   uint64_t deadline = t ? nx_now_ns() + t * 1000000ull : 0;
   if ((rc = nx_key_new(&key)) || (rc = nx_csr_new(key, &csr, &csr_len))) goto out;
-  if ((rc = connect_seed(&ch, seed_addr, token, deadline))) goto out;
+  if ((rc = connect_seed(&ch, seed_addr, token, deadline,
+                         want_rank != NX_BOOT_ANY_RANK || world_hint != 0)))
+    goto out;
   /* the socket has the family of the address it advertises (IPv6: dual stack) */
   char host[NX_ADDR_HOST_MAX];
   if ((rc = advertised_host(&cfg, ch, host, sizeof host)) ||
