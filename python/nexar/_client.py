@@ -73,10 +73,14 @@ def bootstrap_local(world_size, **config):
 def join(addr, token=None, **config):
     """Joins the world of the seed at ``addr`` ("host:port") with the cluster
     ``token`` (default: NEXAR_CLUSTER_TOKEN); returns once the mesh is
-    connected. Raises AuthError (wrong token), TimeoutError
-    (connect_timeout_ms), PeerLostError (a member died during formation),
-    InvalidArgumentError."""
-    return Client._wrap(_nexar.join(str(addr), _config(token, config)), 0)
+    connected. A seed whose world has formed queues the joiner; this returns
+    once the members' next elastic_checkpoint() admits it (elastic_info()
+    has i_am_new True). Raises AuthError (wrong token), TimeoutError
+    (connect_timeout_ms; queued: elastic_checkpoint_timeout_ms),
+    PeerLostError (a member died during formation), IOError-like NexarError
+    (no seed), InvalidArgumentError."""
+    c = _nexar.join(str(addr), _config(token, config))
+    return Client._wrap(c, c.epoch)
 
 
 def init_from_env():
@@ -499,8 +503,9 @@ class Client:
     def elastic_checkpoint(self):
         """Elastic resize point (collective): the resized Client, or None
         (no change, or this rank left). After a resize this Client takes
-        only queries and close(). Departures only so far: joiners into a
-        formed world are refused by the seed."""
+        only queries and close(). Joiners waiting at the seed are admitted
+        (appended after the staying ranks); a joiner that fails before the
+        commit raises PeerLostError naming it and this Client stays the view."""
         return Client._wrap(self._c.elastic_checkpoint(), self._epoch + 1)
 
     def elastic_leave(self):

@@ -1,6 +1,7 @@
 """Failures and membership from Python: failed_ranks after a peer aborts,
 recover() and rebuild_excluding() give a successor with epoch + 1, split
-children keep the epoch, elastic departures, agree and revoke."""
+children keep the epoch, elastic departures and a joiner into a formed world,
+agree and revoke."""
 
 import time
 
@@ -78,6 +79,48 @@ def test_elastic_leave():
             s.close()
     finally:
         close_all(cs)
+
+
+def test_elastic_join():
+    """A joiner into a formed world of 2 gets in at the members' checkpoint."""
+    import threading
+    with nexar.Seed("127.0.0.1:0", 2) as seed:
+        cs = [None, None]
+
+        def member(i):
+            cs[i] = nexar.join(seed.addr, seed.token)
+
+        ts = [threading.Thread(target=member, args=(i,)) for i in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        got = {}
+        jt = threading.Thread(target=lambda: got.setdefault("c", nexar.join(seed.addr, seed.token)))
+        jt.start()
+
+        def grow(c):
+            for _ in range(500):
+                n = c.elastic_checkpoint()
+                if n is not None:
+                    return n
+                time.sleep(0.01)
+            raise AssertionError("no joiner admitted")
+
+        out = run_ranks(cs, grow)
+        jt.join(60)
+        j = got["c"]
+        try:
+            assert [o.world_size for o in out] + [j.world_size] == [3, 3, 3]
+            assert (j.rank, j.epoch, j.elastic_info()["i_am_new"]) == (2, 1, True)
+            assert out[0].comm_id == j.comm_id
+            import array
+            sums = run_ranks(out + [j], lambda c: c.all_reduce(array.array("d", [1.0]))[0])
+            assert sums == [3.0, 3.0, 3.0]
+        finally:
+            for c in out + [j]:
+                c.close()
+            close_all(cs)
 
 
 def test_agree_and_revoke():
