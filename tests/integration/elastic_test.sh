@@ -18,7 +18,7 @@
 #                 and a new joiner fails fast (IO, within 6 s), never in a view
 #   wrong_token   a joiner with another cluster token: AUTH, never in a view
 #   max_world     the seed's elastic_max_world = 3, two joiners: exactly one admitted
-#   cycles        3 rounds of +2 joiners / -2 (the joiners leave again),
+#   cycles        10 rounds of +2 joiners / -2 (the joiners leave again),
 #                 the allreduce checked after each
 #   elastic_test.sh <nexar-seed> <elastic_worker> [scenario...]
 # Needs root; skips (exit 77) otherwise.
@@ -66,7 +66,7 @@ member() {
   local name=$1 host=$2 rank=$3 n=$4
   shift 4
   ip netns exec ${P}h$host env NEXAR_SEED_ADDR=$ADDR NEXAR_WORLD_SIZE=$n NEXAR_RANK=$rank \
-    timeout -s KILL 60 "$WORKER" "$@" >/tmp/$P.$name 2>&1 &
+    timeout -s KILL 120 "$WORKER" "$@" >/tmp/$P.$name 2>&1 &
   PIDS+=($!)
   eval "PID_$name=$!"
 }
@@ -259,11 +259,11 @@ scenario_max_world() {
 
 scenario_cycles() {
   seed 2 || return
-  member m0 1 0 2 --until-world 2 --cycles 3 --extra 5
-  member m1 2 1 2 --until-world 2 --cycles 3 --extra 5
+  member m0 1 0 2 --until-world 2 --cycles 10 --extra 5 --max-seconds 100
+  member m1 2 1 2 --until-world 2 --cycles 10 --extra 5 --max-seconds 100
   wait_for m0 ": ready" || return
   local k
-  for k in 1 2 3; do
+  for k in $(seq 10); do
     joiner a$k 3 -- --leave-when-world 4
     joiner b$k 4 -- --leave-when-world 4
     finish a$k b$k
@@ -273,8 +273,8 @@ scenario_cycles() {
   same_final 2 m0 m1
   local shrinks
   shrinks=$(grep -c ': view .* world 2 ' /tmp/$P.m0)
-  [ "$shrinks" = 3 ] || fail "cycles: member 0 went back to 2 ranks $shrinks times, want 3"
-  echo "ok   cycles: 3 x (2 -> 4 -> 2) in $(grep -c ': view ' /tmp/$P.m0) views, final $(final m0)"
+  [ "$shrinks" = 10 ] || fail "cycles: member 0 went back to 2 ranks $shrinks times, want 10"
+  echo "ok   cycles: 10 x (2 -> 4 -> 2) in $(grep -c ': view ' /tmp/$P.m0) views, final $(final m0)"
   stop_seed
 }
 
