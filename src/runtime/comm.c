@@ -135,10 +135,21 @@ int nx_comm_check(nx_comm *c, const char *op) {
 /* Drops c's queued messages: after a revoke nothing can receive them. */
 static void purge_unexpected_locked(nx_comm *c) {
   nx_ep *ep = c->ep;
+  nx_msg *prev = NULL;
   for (nx_msg *m = ep->unexp_head, *n; m; m = n) {
     n = m->next;
-    if (m->f.comm_id != c->id || m->f.kind == NX_KIND_RPC_REQ) continue;
-    nx_match_unqueue(ep, m);
+    if (m->f.comm_id != c->id || m->f.kind == NX_KIND_RPC_REQ) {
+      prev = m;
+      continue;
+    }
+    /* unlinked here, in one pass (nx_match_unqueue would walk the queue again) */
+    if (prev)
+      prev->next = n;
+    else
+      ep->unexp_head = n;
+    if (ep->unexp_tail == m) ep->unexp_tail = prev;
+    m->next = NULL;
+    m->queued = 0;
     m->peer->st.stale_frames++;
     m->discard = 1;
     nx_msg_release_credit(ep, m);
@@ -150,9 +161,35 @@ int nx_comm_lost_rank_locked(const nx_comm *c, uint32_t r) {
   return r == c->revoke_lost || nx_comm_is_dead_locked(c, r);
 }
 
+/* Which posted receives a revoke, a delete or a member's loss ends. */
+typedef struct pick_code_arg {
+  const nx_comm *c;
+  uint32_t src; /* root rank, for pick_comm_src */
+  int rc;
+} pick_code_arg;
+
+static int pick_revoked(const nx_recv *r, void *arg) {
+  const nx_comm *c = arg;
+  if (r->key.comm != c->id) return 0;
+  uint32_t src = nx_comm_rank_of(c, r->key.src);
+  return src != UINT32_MAX && nx_comm_lost_rank_locked(c, src) ? NEXAR_ERR_PEER_LOST
+                                                               : NEXAR_ERR_ABORTED;
+}
+
+static int pick_comm(const nx_recv *r, void *arg) {
+  const pick_code_arg *a = arg;
+  return r->key.comm == a->c->id ? a->rc : 0;
+}
+
+static int pick_comm_src(const nx_recv *r, void *arg) {
+  const pick_code_arg *a = arg;
+  return r->key.comm == a->c->id && r->key.src == a->src ? a->rc : 0;
+}
+
 void nx_comm_revoke_locked(nx_comm *c, int flood, const char *why) {
   if (atomic_exchange(&c->revoked, 1)) return;
   nx_ep *ep = c->ep;
+  ep->nrevoked_live++;
   snprintf(c->revoke_why, sizeof c->revoke_why, "%s", why);
   NX_DEBUG("comm %llu rank %u revoked: %s", (unsigned long long)c->id, c->rank, why);
   if (c->revoke_lost == UINT32_MAX && c->ndead) c->revoke_lost = c->dead[0];
@@ -171,22 +208,7 @@ void nx_comm_revoke_locked(nx_comm *c, int flood, const char *why) {
   }
   char msg[220];
   snprintf(msg, sizeof msg, "comm %llu revoked: %s", (unsigned long long)c->id, why);
-  nx_recv *prev = NULL;
-  for (nx_recv *r = ep->posted_head, *n; r; r = n) {
-    n = r->next;
-    if (r->key.comm == c->id) {
-      if (prev)
-        prev->next = n;
-      else
-        ep->posted_head = n;
-      if (ep->posted_tail == r) ep->posted_tail = prev;
-      uint32_t src = nx_comm_rank_of(c, r->key.src);
-      int dead = src != UINT32_MAX && nx_comm_lost_rank_locked(c, src);
-      nx_recv_finish(ep, r, dead ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED, msg);
-    } else {
-      prev = r;
-    }
-  }
+  nx_match_fail_posted(ep, pick_revoked, c, msg);
   nx_coll_fail_all_locked(c, lost ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_ABORTED, msg);
   purge_unexpected_locked(c);
   for (nx_comm *d = ep->comms; d; d = d->next)
@@ -250,21 +272,8 @@ int nexar_revoke(nexar_client *c) {
 /* Posted receives of c fail with rc (pending sends keep going: their data is
  * the application's and the peer may still want it). */
 void nx_comm_fail_pending_locked(nx_comm *c, int rc, const char *why) {
-  nx_ep *ep = c->ep;
-  nx_recv *prev = NULL;
-  for (nx_recv *r = ep->posted_head, *n; r; r = n) {
-    n = r->next;
-    if (r->key.comm == c->id) {
-      if (prev)
-        prev->next = n;
-      else
-        ep->posted_head = n;
-      if (ep->posted_tail == r) ep->posted_tail = prev;
-      nx_recv_finish(ep, r, rc, why);
-    } else {
-      prev = r;
-    }
-  }
+  pick_code_arg a = {c, 0, rc};
+  nx_match_fail_posted(c->ep, pick_comm, &a, why);
   nx_coll_fail_all_locked(c, rc, why);
 }
 
@@ -332,22 +341,8 @@ void nx_comm_peer_dead_locked(nx_comm *c, uint32_t root_rank, const char *why) {
   int failed_ops = c->colls != NULL;
   nx_coll_fail_all_locked(c, NEXAR_ERR_PEER_LOST, msg);
   /* receives on c from it can never complete (it may have aborted only c) */
-  nx_ep *ep = c->ep;
-  nx_recv *prev = NULL;
-  for (nx_recv *x = ep->posted_head, *n; x; x = n) {
-    n = x->next;
-    if (x->key.comm == c->id && x->key.src == root_rank) {
-      if (prev)
-        prev->next = n;
-      else
-        ep->posted_head = n;
-      if (ep->posted_tail == x) ep->posted_tail = prev;
-      nx_recv_finish(ep, x, NEXAR_ERR_PEER_LOST, msg);
-      failed_ops = 1;
-    } else {
-      prev = x;
-    }
-  }
+  pick_code_arg a = {c, root_rank, NEXAR_ERR_PEER_LOST};
+  if (nx_match_fail_posted(c->ep, pick_comm_src, &a, msg)) failed_ops = 1;
   nx_agr_suspect_locked(c, r);
   /* ULFM: an operation failed because a member is lost, so the communicator
    * is revoked; AUTOMATIC recovery revokes and starts agreeing at once */
@@ -428,6 +423,7 @@ void nexar_client_del(nexar_client *c) {
   for (nx_comm **pp = &ep->comms; *pp; pp = &(*pp)->next)
     if (*pp == c) {
       *pp = c->next;
+      if (atomic_load(&c->revoked)) ep->nrevoked_live--;
       break;
     }
   pthread_mutex_unlock(&ep->mu);

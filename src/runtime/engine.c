@@ -390,6 +390,16 @@ void nx_qconn_extend_hook(nx_peer *p, int64_t sid, uint64_t n, uint64_t boost) {
 
 /* ------------------------------------------------------------- failures */
 
+typedef struct pick_peer_arg {
+  uint32_t rank;
+  int rc;
+} pick_peer_arg;
+
+static int pick_peer(const nx_recv *r, void *arg) {
+  const pick_peer_arg *a = arg;
+  return r->key.src == a->rank && r->key.kind != NX_KIND_RPC_REQ ? a->rc : 0;
+}
+
 static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
   int code = p->dead_code;
   char msg[256];
@@ -447,20 +457,8 @@ static void drop_peer_traffic(nx_ep *ep, nx_peer *p, const char *why) {
     nx_msg_free(ep, m);
   }
   /* receives posted for this source can never complete */
-  nx_recv *prev = NULL;
-  for (nx_recv *r = ep->posted_head, *n; r; r = n) {
-    n = r->next;
-    if (r->key.src == p->rank && r->key.kind != NX_KIND_RPC_REQ) {
-      if (prev)
-        prev->next = n;
-      else
-        ep->posted_head = n;
-      if (ep->posted_tail == r) ep->posted_tail = prev;
-      nx_recv_finish(ep, r, code, msg);
-    } else {
-      prev = r;
-    }
-  }
+  pick_peer_arg a = {p->rank, code};
+  nx_match_fail_posted(ep, pick_peer, &a, msg);
 }
 
 void nx_peer_departed_locked(nx_ep *ep, nx_peer *p) {

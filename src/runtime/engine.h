@@ -272,6 +272,7 @@ struct nx_ep {
   uint64_t agr_due;         /* when agr_timer is armed for (UINT64_MAX: not) */
   uint64_t revoked_ids[32]; /* revoked comms not created here yet: born revoked */
   unsigned nrevoked_ids;
+  unsigned nrevoked_live; /* communicators here that are revoked: frames are checked then */
   uint32_t agr_exit_sent; /* NEXAR_TEST_AGREE_EXIT: messages of the hooked type sent */
   int agr_frozen;         /* ...the hook fired: the process exits soon */
   nx_work agr_exit;
@@ -409,6 +410,10 @@ void nx_match_data(nx_ep *ep, nx_msg *m, const uint8_t *data, size_t len);
 void nx_recv_finish(nx_ep *ep, nx_recv *r, int rc, const char *why);
 /* Removes a posted receive that has not matched (timeout/abort). */
 int nx_match_cancel(nx_ep *ep, nx_recv *r);
+/* Fails every posted receive for which pick gives a nonzero code: it is
+ * unlinked and finished with that code and why. Returns how many. */
+typedef int (*nx_recv_pick_fn)(const nx_recv *r, void *arg);
+size_t nx_match_fail_posted(nx_ep *ep, nx_recv_pick_fn pick, void *arg, const char *why);
 void nx_msg_free(nx_ep *ep, nx_msg *m);
 /* Unexpected bytes of m leave the accounting (a receive took them). */
 void nx_unexp_release(nx_ep *ep, const nx_msg *m, uint64_t n);

@@ -42,8 +42,10 @@ void nx_match_unqueue(nx_ep *ep, nx_msg *m) {
   nx_msg *prev = NULL;
   for (nx_msg *x = ep->unexp_head; x; prev = x, x = x->next) {
     if (x != m) continue;
-    if (prev) prev->next = x->next;
-    else ep->unexp_head = x->next;
+    if (prev)
+      prev->next = x->next;
+    else
+      ep->unexp_head = x->next;
     if (ep->unexp_tail == x) ep->unexp_tail = prev;
     x->next = NULL;
     x->queued = 0;
@@ -85,8 +87,10 @@ int nx_match_post(nx_ep *ep, nx_recv *r) {
     return 0;
   }
   r->next = NULL;
-  if (ep->posted_tail) ep->posted_tail->next = r;
-  else ep->posted_head = r;
+  if (ep->posted_tail)
+    ep->posted_tail->next = r;
+  else
+    ep->posted_head = r;
   ep->posted_tail = r;
   return 0;
 }
@@ -97,12 +101,35 @@ nx_msg *nx_match_peek(nx_ep *ep, const nx_key *k, int any_src) {
   return NULL;
 }
 
+size_t nx_match_fail_posted(nx_ep *ep, nx_recv_pick_fn pick, void *arg, const char *why) {
+  size_t n = 0;
+  nx_recv *prev = NULL;
+  for (nx_recv *r = ep->posted_head, *next; r; r = next) {
+    next = r->next;
+    int rc = pick(r, arg);
+    if (!rc) {
+      prev = r;
+      continue;
+    }
+    if (prev)
+      prev->next = next;
+    else
+      ep->posted_head = next;
+    if (ep->posted_tail == r) ep->posted_tail = prev;
+    nx_recv_finish(ep, r, rc, why);
+    n++;
+  }
+  return n;
+}
+
 int nx_match_cancel(nx_ep *ep, nx_recv *r) {
   nx_recv *prev = NULL;
   for (nx_recv *x = ep->posted_head; x; prev = x, x = x->next) {
     if (x != r) continue;
-    if (prev) prev->next = x->next;
-    else ep->posted_head = x->next;
+    if (prev)
+      prev->next = x->next;
+    else
+      ep->posted_head = x->next;
     if (ep->posted_tail == x) ep->posted_tail = prev;
     return 1;
   }
@@ -118,8 +145,10 @@ int nx_match_cancel(nx_ep *ep, nx_recv *r) {
 static void enqueue_unexpected(nx_ep *ep, nx_msg *m) {
   m->next = NULL;
   m->queued = 1;
-  if (ep->unexp_tail) ep->unexp_tail->next = m;
-  else ep->unexp_head = m;
+  if (ep->unexp_tail)
+    ep->unexp_tail->next = m;
+  else
+    ep->unexp_head = m;
   ep->unexp_tail = m;
   pthread_cond_broadcast(&ep->cv);
 }
@@ -163,8 +192,10 @@ void nx_match_arrived(nx_ep *ep, nx_msg *m) {
   default:
     break;
   }
-  nx_comm *vc = nx_comm_find(ep, m->f.comm_id);
-  if (vc && atomic_load(&vc->revoked)) { /* a frame of an old view: never delivered */
+  /* a frame of an old view is never delivered (looked up only while some
+   * communicator here is revoked: the common path costs nothing) */
+  nx_comm *vc = ep->nrevoked_live ? nx_comm_find(ep, m->f.comm_id) : NULL;
+  if (vc && atomic_load(&vc->revoked)) {
     if (m->peer) m->peer->st.stale_frames++;
     m->discard = 1;
     nx_msg_release_credit(ep, m);
@@ -174,8 +205,10 @@ void nx_match_arrived(nx_ep *ep, nx_msg *m) {
   nx_recv *prev = NULL;
   for (nx_recv *r = ep->posted_head; r; prev = r, r = r->next) {
     if (!key_match(&r->key, &m->f, 0)) continue;
-    if (prev) prev->next = r->next;
-    else ep->posted_head = r->next;
+    if (prev)
+      prev->next = r->next;
+    else
+      ep->posted_head = r->next;
     if (ep->posted_tail == r) ep->posted_tail = prev;
     r->next = NULL;
     if (!size_ok(r, m)) {
@@ -204,7 +237,8 @@ void nx_match_data(nx_ep *ep, nx_msg *m, const uint8_t *data, size_t len) {
   if (r->anylen) {
     if (m->bufcap < m->got + len) {
       uint64_t cap = m->bufcap ? m->bufcap * 2 : 4096;
-      while (cap < m->got + len) cap *= 2;
+      while (cap < m->got + len)
+        cap *= 2;
       if (cap > m->f.length) cap = m->f.length;
       uint8_t *b = realloc(m->buf, (size_t)cap);
       if (!b) {
