@@ -151,4 +151,26 @@ static inline int alloc_out(size_t n, uint8_t **out, wr *w) {
   return 0;
 }
 
+/* A message that is only its header (FORMED, WAITING). */
+static inline int header_only_encode(uint8_t type, const char *what, uint8_t **out, size_t *len) {
+  if (!out || !len) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s encode: NULL", what);
+  wr w = {NULL, 0};
+  int rc = alloc_out(HDR_LEN, out, &w);
+  if (rc) return rc;
+  wr_header(&w, type);
+  *len = w.off;
+  return 0;
+}
+
+static inline int header_only_decode(const uint8_t *in, size_t len, uint8_t type,
+                                     const char *what) {
+  if (!in) return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap %s: empty", what);
+  rd r = {in, len, 0};
+  int rc = rd_header(&r, type, what);
+  if (rc) return rc;
+  if (r.off != len)
+    return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap %s: %zu trailing bytes", what, len - r.off);
+  return 0;
+}
+
 #endif

@@ -278,23 +278,11 @@ int nx_refuse_decode(const uint8_t *in, size_t len, nx_refuse *m) {
 /* ------------------------------------------------------------ FORMED, LOST */
 
 int nx_formed_encode(uint8_t **out, size_t *len) {
-  if (!out || !len) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "formed encode: NULL");
-  wr w = {NULL, 0};
-  int rc = alloc_out(HDR_LEN, out, &w);
-  if (rc) return rc;
-  wr_header(&w, NX_BOOT_FORMED);
-  *len = w.off;
-  return 0;
+  return header_only_encode(NX_BOOT_FORMED, "formed", out, len);
 }
 
 int nx_formed_decode(const uint8_t *in, size_t len) {
-  if (!in) return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap formed: empty");
-  rd r = {in, len, 0};
-  int rc = rd_header(&r, NX_BOOT_FORMED, "formed");
-  if (rc) return rc;
-  if (r.off != len)
-    return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap formed: %zu trailing bytes", len - r.off);
-  return 0;
+  return header_only_decode(in, len, NX_BOOT_FORMED, "formed");
 }
 
 int nx_lost_encode(const nx_lost *m, uint8_t **out, size_t *len) {

@@ -6,22 +6,11 @@
 /* ---------------------------------------------------------------- WAITING */
 
 int nx_waiting_encode(uint8_t **out, size_t *len) {
-  if (!out || !len) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "waiting encode: NULL");
-  wr w = {NULL, 0};
-  int rc = alloc_out(HDR_LEN, out, &w);
-  if (rc) return rc;
-  wr_header(&w, NX_BOOT_WAITING);
-  *len = w.off;
-  return 0;
+  return header_only_encode(NX_BOOT_WAITING, "waiting", out, len);
 }
 
 int nx_waiting_decode(const uint8_t *in, size_t len) {
-  if (!in) return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap waiting: empty");
-  rd r = {in, len, 0};
-  int rc = rd_header(&r, NX_BOOT_WAITING, "waiting");
-  if (rc) return rc;
-  if (r.off != len) return nx_fail(NEXAR_ERR_PROTOCOL, "bootstrap waiting: trailing bytes");
-  return 0;
+  return header_only_decode(in, len, NX_BOOT_WAITING, "waiting");
 }
 
 /* ------------------------------------------------------- member tables */
