@@ -58,7 +58,30 @@ static int links_up_locked(nexar_client *p, char *why, size_t cap, int *dead) {
   return 1;
 }
 
-int nx_view_commit(nexar_client *p, uint64_t deadline_ns) {
+/* The agreed change committed, but a member may have died between its
+ * readiness and the commit (the agreement cannot tell): one barrier on the
+ * new view finds out, and a recovery of it (the survivors agree again)
+ * replaces it, so no member returns a view with a dead rank it was told was
+ * alive. The replacement keeps the predecessor's elastic info. */
+static int settle(nexar_client **pp) {
+  nexar_client *p = *pp;
+  int rc = nexar_barrier(p);
+  if (rc != NEXAR_ERR_PEER_LOST) return rc;
+  char why[300];
+  snprintf(why, sizeof why, "%s", nexar_last_error());
+  NX_WARN("view %llx: a member failed right after the commit (%s): recovering it",
+          (unsigned long long)p->id, why);
+  nexar_client *q = NULL;
+  rc = nexar_recover(p, &q);
+  if (rc) return rc;
+  q->einfo.new_world = q->size;
+  *pp = q;
+  nexar_client_del(p);
+  return 0;
+}
+
+int nx_view_commit(nexar_client **pp, uint64_t deadline_ns) {
+  nexar_client *p = *pp;
   nx_ep *ep = p->ep;
   char why[300] = "";
   int dead = 0, ready = 0;
@@ -90,7 +113,7 @@ int nx_view_commit(nexar_client *p, uint64_t deadline_ns) {
     if (gone[i]) first = i;
   free(gone);
   if (rc) return rc;
-  if (outcome == NX_AGREE_COMMITTED && first == UINT32_MAX && flag == 1) return 0;
+  if (outcome == NX_AGREE_COMMITTED && first == UINT32_MAX && flag == 1) return settle(pp);
   if (outcome == NX_AGREE_EVICTED)
     return nx_fail(NEXAR_ERR_ABORTED,
                    "view change to comm %llx: the others declared this member failed",
@@ -204,7 +227,7 @@ static int admit(nexar_client *c, const uint32_t *stay, uint32_t m, const uint8_
   if (!rc) rc = nx_comm_new(ep, id, ids, n, c->members[c->rank], &c->cfg, epoch, c->id, &p);
   free(ids);
   uint32_t t = c->cfg.elastic_checkpoint_timeout_ms;
-  if (!rc) rc = nx_view_commit(p, nx_now_ns() + (t ? t : 3600000u) * 1000000ull);
+  if (!rc) rc = nx_view_commit(&p, nx_now_ns() + (t ? t : 3600000u) * 1000000ull);
   if (rc) {
     char err[400];
     snprintf(err, sizeof err, "%s", nexar_last_error());
@@ -212,10 +235,13 @@ static int admit(nexar_client *c, const uint32_t *stay, uint32_t m, const uint8_
     return nx_fail(rc, "%s", err);
   }
   nx_view_inherit(c, p);
+  /* what changed against c (p may be a recovery of the committed view, if a
+   * joiner died right after the commit: it is then neither joined nor left) */
+  uint32_t gone = n - p->size;
   p->einfo.old_world = c->size;
-  p->einfo.new_world = n;
-  p->einfo.joined = k;
-  p->einfo.left = left;
+  p->einfo.new_world = p->size;
+  p->einfo.joined = k - NX_MIN(gone, k);
+  p->einfo.left = left + (gone > k ? gone - k : 0);
   p->einfo.old_rank = c->rank;
   *out = p;
   return 0;

@@ -190,13 +190,15 @@ static int late_join(nx_ep *ep, nx_chan **ch, const nexar_config *cfg, nx_key *k
     NX_INFO("joining as member %u, rank %u of %u at epoch %llu", w.rank, pos, v.n,
             (unsigned long long)v.epoch);
     uint64_t deadline = nx_now_ns() + (uint64_t)(t ? t : 3600000u) * 1000000ull;
-    rc = nx_view_commit(p, deadline);
+    rc = nx_view_commit(&p, deadline);
   }
   if (!rc) {
+    uint32_t gone = v.n - p->size; /* died right after the commit (nx_view_commit) */
+    uint32_t joined = v.n - v.nstay;
     p->einfo.old_world = v.old_world;
-    p->einfo.new_world = v.n;
-    p->einfo.joined = v.n - v.nstay;
-    p->einfo.left = v.old_world - v.nstay;
+    p->einfo.new_world = p->size;
+    p->einfo.joined = joined - NX_MIN(gone, joined);
+    p->einfo.left = v.old_world - v.nstay + (gone > joined ? gone - joined : 0);
     p->einfo.i_am_new = 1;
     p->einfo.old_rank = UINT32_MAX;
     keep_seed(ep, ch);

@@ -15,12 +15,14 @@ uint64_t nx_view_successor_id(const nexar_client *c, uint64_t epoch, const uint3
                               uint32_t m);
 /* Copies c's RPC handlers and failure callback to its successor. */
 void nx_view_inherit(nexar_client *c, nexar_client *child);
-/* The two-phase change to the prospective view p, on every member of p (old
- * and new): opens and authenticates the connections it lacks until
- * deadline_ns, then agrees on p with its readiness. 0: committed, p is the
- * view. Otherwise p must be deleted: PEER_LOST (a member of p failed; the
- * error names it), TIMEOUT (someone could not connect in time, or no
- * agreement), ABORTED (the others declared this member failed). */
-int nx_view_commit(nexar_client *p, uint64_t deadline_ns);
+/* The two-phase change to the prospective view *pp, on every member of it
+ * (old and new): opens and authenticates the connections it lacks until
+ * deadline_ns, then agrees on it with its readiness, then passes one barrier
+ * on it. 0: committed, *pp is the view (if a member died between its
+ * readiness and the barrier, *pp was replaced by the survivors' recovery of
+ * it). Otherwise *pp must be deleted: PEER_LOST (a member failed before the
+ * commit; the error names it), TIMEOUT (someone could not connect in time,
+ * or no agreement), ABORTED (the others declared this member failed). */
+int nx_view_commit(nexar_client **pp, uint64_t deadline_ns);
 
 #endif

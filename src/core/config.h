@@ -103,7 +103,8 @@ typedef struct nx_knobs {
   const char *test_impair; /* NEXAR_TEST_IMPAIR: at most 512 characters */
   /* NEXAR_TEST_AGREE_EXIT (test hook): collect | accept:K | commit:K makes the
    * process _exit(9) after sending COLLECT, or ACCEPT / COMMIT to K members;
-   * ready: once its connections to a prospective view are up (elastic.c) */
+   * promise: after its first PROMISE; ready: once its connections to a
+   * prospective view are up (elastic.c) */
   const char *test_agree_exit;
 } nx_knobs;
 /* Defaults only. */

@@ -63,6 +63,8 @@ static void test_hook(nx_ep *ep, uint8_t mtype, int fanout_done) {
     want = NX_AM_ACCEPT, k = strtoul(h + 7, NULL, 10);
   else if (strncmp(h, "commit:", 7) == 0)
     want = NX_AM_COMMIT, k = strtoul(h + 7, NULL, 10);
+  else if (strcmp(h, "promise") == 0) /* an acceptor that answered, then died */
+    want = NX_AM_PROMISE, k = 1;
   if (want != mtype) return;
   if (want == NX_AM_COLLECT ? fanout_done : ++ep->agr_exit_sent >= k) {
     /* freeze here: no more agreement input or output, and exit once the
@@ -175,10 +177,10 @@ static nx_agr *get_locked(nx_comm *c, uint64_t key, int *rc) {
   /* recovery: a member that does not answer within a heartbeat timeout is
    * as good as dead; nexar_agree: members call it when they get there, like
    * a collective, so they get the collective timeout */
-  uint64_t timeout = key == 0 || key == NX_AGR_KEY_RESIZE
-                         ? ms_ns(c->cfg.heartbeat_timeout_ms)
-                         : ms_ns(c->cfg.collective_timeout_ms ? c->cfg.collective_timeout_ms
-                                                              : 30000);
+  uint64_t timeout =
+      key == 0 || key == NX_AGR_KEY_RESIZE
+          ? ms_ns(c->cfg.heartbeat_timeout_ms)
+          : ms_ns(c->cfg.collective_timeout_ms ? c->cfg.collective_timeout_ms : 30000);
   uint32_t limit_ms =
       key == NX_AGR_KEY_RESIZE ? c->cfg.elastic_checkpoint_timeout_ms : c->cfg.recovery_timeout_ms;
   uint64_t give_up = limit_ms ? ms_ns(limit_ms) : 365ull * 86400 * 1000000000ull;
@@ -290,10 +292,11 @@ int nx_agr_run(nx_comm *c, uint64_t key, uint32_t flag, int *outcome, uint32_t *
     g = find_locked(c, key);
     if (g) g->req = NULL;
   }
-  if (!rc && !g) rc = nx_fail(NEXAR_ERR_ABORTED, "agreement on comm %llu: communicator deleted",
-                              (unsigned long long)c->id);
-  if (!rc && g->a.nomem) rc = nx_fail(NEXAR_ERR_NOMEM, "agreement on comm %llu",
-                                      (unsigned long long)c->id);
+  if (!rc && !g)
+    rc = nx_fail(NEXAR_ERR_ABORTED, "agreement on comm %llu: communicator deleted",
+                 (unsigned long long)c->id);
+  if (!rc && g->a.nomem)
+    rc = nx_fail(NEXAR_ERR_NOMEM, "agreement on comm %llu", (unsigned long long)c->id);
   if (!rc) {
     const nx_agree_decision *d = nx_agree_result(&g->a);
     *outcome = d->outcome;

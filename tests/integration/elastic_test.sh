@@ -12,6 +12,9 @@
 #   joiner_dies   a joiner exits once its connections are up (test hook
 #                 NEXAR_TEST_AGREE_EXIT=ready): the members' checkpoint fails
 #                 naming it and the view stays; a second joiner then gets in
+#   joiner_dies_late  a joiner dies after its readiness was collected (hook
+#                 promise): the change commits, the barrier that settles it
+#                 fails, the survivors recover it; a second joiner then gets in
 #   member_dies   4 members, one SIGKILLed: the others see PEER_LOST, recover
 #                 to one view of 3
 #   seed_dies     the seed is killed after formation: a leave still works
@@ -26,7 +29,7 @@ set -u
 . "$(dirname "$0")/netns_lib.sh"
 SEED=$1 WORKER=$2
 shift 2
-SCENARIOS=${*:-"grow leave joiner_dies member_dies seed_dies wrong_token max_world cycles"}
+SCENARIOS=${*:-"grow leave joiner_dies joiner_dies_late member_dies seed_dies wrong_token max_world cycles"}
 export NX_HOSTS=6
 nx_netns_session nxe$$ 10.81.0
 trap 'pkill -KILL -x "$(basename "$WORKER")" 2>/dev/null; for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; nx_netns_down; rm -f /tmp/$P.*' EXIT
@@ -182,6 +185,25 @@ scenario_joiner_dies() {
   same_final 3 m0 m1 good
   echo "ok   joiner_dies: ${why#*: }"
   echo "     then the next joiner got in: $(final good)"
+  stop_seed
+}
+
+# a joiner whose readiness the agreement collected dies before the commit
+# (hook "promise": it answers, then exits): the change commits, the barrier
+# that settles it fails, and the survivors recover it: one view without it
+scenario_joiner_dies_late() {
+  seed 2 || return
+  member m0 1 0 2 --until-world 3 --extra 10
+  member m1 2 1 2 --until-world 3 --extra 10
+  wait_for m0 ": ready" && wait_for m1 ": ready" || return
+  joiner bad 3 NEXAR_TEST_AGREE_EXIT=promise -- --until-world 3
+  wait_for m0 "world 2 rank 0 new 0 joined 0" 200 || return
+  local v
+  v=$(grep -m1 ': view ' /tmp/$P.m0)
+  joiner good 4 -- --until-world 3 --extra 10
+  finish m0 m1 good
+  same_final 3 m0 m1 good
+  echo "ok   joiner_dies_late: ${v#*: }"
   stop_seed
 }
 
