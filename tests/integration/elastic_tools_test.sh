@@ -8,6 +8,10 @@
 #         a world of 2 with --max-world 3 admits one of two joiners (the other
 #         times out in its join); with --once the seed exits after formation,
 #         the members' checkpoints go on without it and a later joiner fails.
+#   run   nexar-run --join HOST:PORT: option errors (no token, --listen, a bad
+#         address), the ranks' environment (no NEXAR_RANK/NEXAR_WORLD_SIZE),
+#         and a world grown 2 -> 4 by two `nexar-run --join -n 2` against one
+#         nexar-seed: the first forms the world, the second's copies join it.
 # Every process runs under `timeout`; the script stops at the first failure.
 set -u
 
@@ -166,9 +170,64 @@ section_seed() {
   echo "ok   --once: members kept their world of 2; the joiner: $(grep -o 'failed: .*' "$TMP/j0.out")"
 }
 
+section_run() {
+  step "nexar-run --join: option errors"
+  expect_rc 2 10 "$RUN" -n 2 --join 127.0.0.1:29500 -- true
+  grep -q 'NEXAR_CLUSTER_TOKEN is not set' "$TMP/cmd.err" || fail "no message for a missing token"
+  NEXAR_CLUSTER_TOKEN=t expect_rc 2 10 "$RUN" -n 2 --join 127.0.0.1:29500 --listen 127.0.0.1:0 -- true
+  grep -q 'exclude each other' "$TMP/cmd.err" || fail "no message for --join with --listen"
+  NEXAR_CLUSTER_TOKEN=t expect_rc 2 10 "$RUN" -n 2 --join 127.0.0.1:0 -- true
+  NEXAR_CLUSTER_TOKEN=t expect_rc 2 10 "$RUN" -n 2 --join ::1:29500 -- true
+  grep -q 'needs brackets' "$TMP/cmd.err" || fail "no message for a bare IPv6 address"
+  NEXAR_CLUSTER_TOKEN=t expect_rc 2 10 "$RUN" -n 2 --join -- true
+  expect_rc 0 10 "$RUN" --help
+  grep -q -- '--join HOST:PORT' "$TMP/cmd.out" || fail "--help does not describe --join"
+
+  step "nexar-run --join: the ranks' environment"
+  local show='echo "$NEXAR_SEED_ADDR ${NEXAR_RANK-none} ${NEXAR_WORLD_SIZE-none} $NEXAR_LOCAL_RANK $NEXAR_CLUSTER_TOKEN"'
+  NEXAR_CLUSTER_TOKEN=tok NEXAR_RANK=7 NEXAR_WORLD_SIZE=9 NEXAR_LOCAL_RANK=5 \
+    expect_rc 0 10 "$RUN" -n 3 --join=seed.example:29500 -- sh -c "$show"
+  [ "$(sort "$TMP/cmd.out" | tr '\n' ,)" = \
+    "seed.example:29500 none none 0 tok,seed.example:29500 none none 1 tok,seed.example:29500 none none 2 tok," ] ||
+    fail "unexpected environment: $(tr '\n' , <"$TMP/cmd.out")"
+
+  step "nexar-run --join: the same process handling (a failure stops the others)"
+  NEXAR_CLUSTER_TOKEN=tok expect_rc 137 20 "$RUN" -n 2 --join 127.0.0.1:9 -- \
+    sh -c 'if [ "$NEXAR_LOCAL_RANK" = 1 ]; then kill -9 $$; else sleep 100; fi'
+  grep -q 'local rank 1 (pid [0-9]*) killed by signal 9' "$TMP/cmd.err" || fail "the failure report"
+
+  step "nexar-run --join: grow 2 -> 4 with two launchers against one nexar-seed"
+  start_seed --world-size 2
+  NEXAR_CLUSTER_TOKEN=$TOKEN timeout -k 5 90 "$RUN" -n 2 --join "$ADDR" -- "$WORKER" 4 40 \
+    >"$TMP/a.out" 2>"$TMP/a.err" &
+  local a=$! rc_a rc_b
+  BG_PIDS+=("$a")
+  for _ in $(seq 300); do
+    [ "$(grep -c '^elastic_tool_worker: joined' "$TMP/a.out")" = 2 ] && break
+    sleep 0.1
+  done
+  [ "$(grep -c '^elastic_tool_worker: joined .* world 2 epoch 0 new 0' "$TMP/a.out")" = 2 ] ||
+    fail "the first launcher's ranks did not form a world of 2"
+  NEXAR_CLUSTER_TOKEN=$TOKEN timeout -k 5 90 "$RUN" -n 2 --join "$ADDR" -- "$WORKER" 4 40 \
+    >"$TMP/b.out" 2>"$TMP/b.err"
+  rc_b=$?
+  wait "$a"
+  rc_a=$?
+  [ "$rc_a$rc_b" = 00 ] || fail "the launchers exited $rc_a and $rc_b, expected 0"
+  [ "$(grep -h -o '^elastic_tool_worker: done rank [0-3] world 4 sum 4$' "$TMP"/[ab].out | sort -u | wc -l)" = 4 ] ||
+    fail "not ranks 0-3 of one world of 4"
+  grep -q 'done rank [01] world 4' "$TMP/a.out" || fail "the first launcher's ranks are not 0 and 1"
+  [ "$(grep -c 'joined .* rank [23] world [34] epoch [12] new 1' "$TMP/b.out")" = 2 ] ||
+    fail "the second launcher's ranks did not join as new ranks 2 and 3"
+  kill -TERM "$SEED_PID"
+  wait "$SEED_PID"
+  echo "ok   grown to 4: $(grep -h 'joined' "$TMP/b.out" | sed 's/elastic_tool_worker: joined pid [0-9]* //' | tr '\n' ';')"
+}
+
 for s in "$@"; do
   case $s in
   seed) section_seed ;;
+  run) section_run ;;
   *)
     echo "unknown section '$s'"
     exit 2

@@ -220,9 +220,14 @@ set_tests_properties(integration.info PROPERTIES TIMEOUT 60 LABELS "integration"
 # END info
 # BEGIN elastic-tools
 # The tools with elastic membership (processes on loopback, elastic_tool_worker as
-# the workload): nexar-seed --max-world caps admissions, --once ends them.
+# the workload): nexar-seed --max-world caps admissions, --once ends them;
+# nexar-run --join starts ranks against a running nexar-seed (grow 2 -> 4).
 add_test(NAME integration.elastic_tools.seed
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/elastic_tools_test.sh
                  $<TARGET_FILE:nexar-seed> $<TARGET_FILE:nexar-run> $<TARGET_FILE:elastic_tool_worker> seed)
-set_tests_properties(integration.elastic_tools.seed PROPERTIES TIMEOUT 120 LABELS "integration")
+add_test(NAME integration.elastic_tools.run
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/elastic_tools_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:nexar-run> $<TARGET_FILE:elastic_tool_worker> run)
+set_tests_properties(integration.elastic_tools.seed integration.elastic_tools.run
+                     PROPERTIES TIMEOUT 120 LABELS "integration")
 # END elastic-tools
