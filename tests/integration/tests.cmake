@@ -231,3 +231,12 @@ add_test(NAME integration.elastic_tools.run
 set_tests_properties(integration.elastic_tools.seed integration.elastic_tools.run
                      PROPERTIES TIMEOUT 120 LABELS "integration")
 # END elastic-tools
+# BEGIN elastic-example
+# examples/elastic_train against its --reference: fixed worlds under nexar-run
+# (1, 3, 5 ranks for a batch of 3) and a leave give the reference checksum.
+add_test(NAME integration.elastic_example.static
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/elastic_example_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:nexar-run>
+                 $<TARGET_FILE:example_elastic_train> static)
+set_tests_properties(integration.elastic_example.static PROPERTIES TIMEOUT 120 LABELS "integration")
+# END elastic-example
