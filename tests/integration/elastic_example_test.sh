@@ -7,6 +7,13 @@
 #            environment; fixed worlds under nexar-run (1, 3, and 5 ranks for
 #            a batch of 3, so that some ranks have no sample) and a world of 3
 #            where a rank leaves: all equal to the reference.
+#   elastic  one nexar-seed (world 2) and two `nexar-run --join -n 2`, the
+#            second started once the first's world has formed: the world grows
+#            2 -> 4 at step 20 (--wait-world 4:20), rank 2 (a joiner) leaves at
+#            step 60 (4 -> 3), rank 2 (the other joiner) is killed with
+#            SIGKILL at step 120 and the survivors recover (3 -> 2); the two
+#            that finish print the reference checksum, and every view change
+#            is the expected one on every rank.
 # Every process runs under `timeout`; the script stops at the first failure.
 set -u
 
@@ -111,9 +118,80 @@ section_static() {
   echo "ok   3 -> 2 by a leave: $ref"
 }
 
+section_elastic() {
+  step "elastic_train: grow 2 -> 4, a leave, a kill; the survivors match the reference"
+  local args=(--steps 200 --every 10 --wait-world 4:20 --leave 2:60 --kill 2:120) ref
+  ref=$(reference "${args[@]}")
+  [ -n "$ref" ] || fail "no reference checksum"
+  timeout -k 5 200 "$SEED" --listen 127.0.0.1:0 --world-size 2 >"$TMP/seed.out" 2>"$TMP/seed.err" &
+  local seed=$! addr="" token=""
+  BG_PIDS+=("$seed")
+  for _ in $(seq 100); do
+    addr=$(sed -n 's/^NEXAR_SEED_ADDR=//p' "$TMP/seed.out")
+    token=$(sed -n 's/^NEXAR_CLUSTER_TOKEN=//p' "$TMP/seed.out")
+    [ -n "$addr" ] && [ -n "$token" ] && break
+    sleep 0.1
+  done
+  [ -n "$addr" ] && [ -n "$token" ] || fail "the seed printed no address and token"
+  # a dead rank is noticed within about a second
+  export NEXAR_CLUSTER_TOKEN=$token NEXAR_HEARTBEAT_INTERVAL_MS=200 NEXAR_HEARTBEAT_TIMEOUT_MS=1000
+  timeout -k 5 120 "$RUN" --join "$addr" -n 2 -- "$TRAIN" "${args[@]}" >"$TMP/a.out" 2>"$TMP/a.err" &
+  local a=$! rc_a rc_b
+  BG_PIDS+=("$a")
+  for _ in $(seq 300); do
+    [ "$(grep -c ' started at step 0 (epoch 0)$' "$TMP/a.out")" = 2 ] && break
+    sleep 0.1
+  done
+  [ "$(grep -c ' started at step 0 (epoch 0)$' "$TMP/a.out")" = 2 ] ||
+    fail "the first launcher's ranks did not form a world of 2"
+  sleep 0.5 # "a bit later": the members are training or waiting at step 20
+  timeout -k 5 120 "$RUN" --join "$addr" -n 2 -- "$TRAIN" "${args[@]}" >"$TMP/b.out" 2>"$TMP/b.err"
+  rc_b=$?
+  wait "$a"
+  rc_a=$?
+  unset NEXAR_CLUSTER_TOKEN NEXAR_HEARTBEAT_INTERVAL_MS NEXAR_HEARTBEAT_TIMEOUT_MS
+  # the first launcher: both ranks finish; the second: one leaves (0), the
+  # other is killed, which is the launcher's status
+  [ "$rc_a" = 0 ] || fail "the first launcher exited $rc_a, expected 0"
+  [ "$rc_b" = 137 ] || fail "the second launcher exited $rc_b, expected 137 (its killed rank)"
+  grep -q '^nexar-run: local rank [01] (pid [0-9]*) killed by signal 9' "$TMP/b.err" ||
+    fail "the second launcher does not report its killed rank"
+  grep -q 'terminating the' "$TMP/b.err" && fail "the second launcher terminated a rank"
+  check_sums "$TMP/a.out" 2 "$ref"
+  local r
+  for r in 0 1; do
+    # the views a surviving member went through, in order; the joiners come
+    # in at one checkpoint or (arriving further apart) at two, both at step 20
+    local want want2 got
+    want="started 0 epoch 0;resized 20 epoch 1 2->4 j2 l0;resized 60 epoch 2 4->3 j0 l1;"
+    want+="recovered epoch 3 redo 120;done 2"
+    want2="started 0 epoch 0;resized 20 epoch 1 2->3 j1 l0;resized 20 epoch 2 3->4 j1 l0;"
+    want2+="resized 60 epoch 3 4->3 j0 l1;recovered epoch 4 redo 120;done 2"
+    got=$(sed -n -e "s/^elastic_train: rank $r\/2: pid [0-9]* started at step \([0-9]*\) (epoch \([0-9]*\))/started \1 epoch \2/p" \
+      -e "s/^elastic_train: rank $r\/[0-9]*: step \([0-9]*\): resized at epoch \([0-9]*\): \([0-9]*\) -> \([0-9]*\) ranks (joined \([0-9]*\), left \([0-9]*\); was rank $r)/resized \1 epoch \2 \3->\4 j\5 l\6/p" \
+      -e "s/^elastic_train: rank $r\/2: recovered at epoch \([0-9]*\); redo from step \([0-9]*\)/recovered epoch \1 redo \2/p" \
+      -e "s/^elastic_train: rank $r\/\([0-9]*\): steps 200 checksum .*/done \1/p" "$TMP/a.out" | paste -sd ';')
+    [ "$got" = "$want" ] || [ "$got" = "$want2" ] ||
+      fail "rank $r went through '$got', expected '$want' or '$want2'"
+  done
+  [ "$(grep -c '^elastic_train: rank [23]/[34]: pid [0-9]* joined at step 20 (epoch [12])$' "$TMP/b.out")" = 2 ] ||
+    fail "the second launcher's ranks did not join as ranks 2 and 3 at step 20"
+  grep -q '^elastic_train: rank 2/4: left at step 60' "$TMP/b.out" || fail "rank 2 did not leave at step 60"
+  grep -q '^elastic_train: rank 2/3: step 60: resized at epoch [23]: 4 -> 3 ranks (joined 0, left 1; was rank 3)' \
+    "$TMP/b.out" || fail "the other joiner did not become rank 2 of 3"
+  grep -q '^elastic_train: rank 2/3: kills itself at step 120' "$TMP/b.out" || fail "rank 2 did not kill itself at step 120"
+  grep -q 'checksum' "$TMP/b.out" && fail "a rank of the second launcher finished"
+  kill -TERM "$seed"
+  wait "$seed"
+  local rc=$?
+  [ "$rc" = 0 ] || fail "the seed exited $rc after SIGTERM, expected 0"
+  echo "ok   2 -> 4 -> 3 (leave) -> 2 (kill, recover): both survivors $ref = reference"
+}
+
 for s in "$@"; do
   case $s in
   static) section_static ;;
+  elastic) section_elastic ;;
   *)
     echo "unknown section '$s'"
     exit 2

@@ -239,4 +239,12 @@ add_test(NAME integration.elastic_example.static
                  $<TARGET_FILE:nexar-seed> $<TARGET_FILE:nexar-run>
                  $<TARGET_FILE:example_elastic_train> static)
 set_tests_properties(integration.elastic_example.static PROPERTIES TIMEOUT 120 LABELS "integration")
+# The elastic run: nexar-seed (world 2) and two nexar-run --join -n 2; the
+# world grows 2 -> 4, a joiner leaves, the other is SIGKILLed and the two
+# survivors recover; both finish with the reference checksum.
+add_test(NAME integration.elastic_example
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/elastic_example_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:nexar-run>
+                 $<TARGET_FILE:example_elastic_train> elastic)
+set_tests_properties(integration.elastic_example PROPERTIES TIMEOUT 240 LABELS "integration")
 # END elastic-example
