@@ -26,7 +26,12 @@ shift 3
 
 TMP=$(mktemp -d)
 BG_PIDS=()
+# The background processes run under `timeout`, which passes SIGTERM on to
+# the command (a SIGKILL would orphan it): TERM first, KILL what is left.
 cleanup() {
+  local p
+  for p in "${BG_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  sleep 0.5
   for p in "${BG_PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
   rm -rf "$TMP"
 }
