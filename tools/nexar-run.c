@@ -2,6 +2,7 @@
  * nexar-run: a local launcher.
  *
  *   nexar-run -n N [--timeout S] [--listen ADDR] -- program [args...]
+ *   nexar-run -n N [--timeout S] --join HOST:PORT -- program [args...]
  *
  * Starts a seed in this process on 127.0.0.1 (ephemeral port, world N; or
  * at --listen ADDR, e.g. [::1]:0 for IPv6), then
@@ -13,6 +14,16 @@
  * so that nexar_init_from_env() in each copy joins the same world with a
  * deterministic rank. The token is NEXAR_CLUSTER_TOKEN if set, else drawn by
  * the seed. Children inherit stdout and stderr unchanged.
+ *
+ * With --join HOST:PORT no seed is started: the N copies join the seed
+ * running there (nexar-seed) with
+ *
+ *   NEXAR_SEED_ADDR=HOST:PORT  NEXAR_CLUSTER_TOKEN=<the caller's>  NEXAR_LOCAL_RANK=i
+ *
+ * and neither NEXAR_RANK nor NEXAR_WORLD_SIZE, so the seed assigns their
+ * ranks: into the world it is forming, or, once that has formed, as joiners
+ * admitted at the members' next nexar_elastic_checkpoint. The caller must set
+ * NEXAR_CLUSTER_TOKEN to the seed's token (nexar-seed prints it).
  *
  * Process handling:
  * - each rank runs in its own process group, so that a signal sent to a rank
@@ -28,6 +39,8 @@
  * Since ranks are not in the terminal's foreground process group, they cannot
  * read a terminal: when stdin is a terminal they get /dev/null instead.
  */
+#include "core/addr.h"
+
 #include <nexar/nexar.h>
 
 #include <errno.h>
@@ -65,6 +78,7 @@ typedef struct launcher {
   uint64_t kill_at;   /* when stopping: time to send SIGKILL (ms) */
   int killed;         /* SIGKILL sent */
   int forward_signal; /* last signal received, for the final status */
+  const char *what;   /* "rank", or "local rank" under --join (the seed assigns ranks) */
 } launcher;
 
 static const char *prog = "nexar-run";
@@ -72,22 +86,29 @@ static const char *prog = "nexar-run";
 static void usage(FILE *f) {
   fprintf(f,
           "usage: %s -n N [--timeout S] [--listen ADDR] -- program [args...]\n"
+          "       %s -n N [--timeout S] --join HOST:PORT -- program [args...]\n"
           "\n"
           "Runs N copies of program on this host as one nexar world. A seed runs\n"
           "inside the launcher; each copy gets NEXAR_SEED_ADDR, NEXAR_WORLD_SIZE,\n"
           "NEXAR_CLUSTER_TOKEN, NEXAR_RANK and NEXAR_LOCAL_RANK, so\n"
           "nexar_init_from_env() joins with rank NEXAR_RANK.\n"
+          "With --join, no seed is started: the copies join the seed at HOST:PORT\n"
+          "(nexar-seed) with NEXAR_SEED_ADDR, the caller's NEXAR_CLUSTER_TOKEN\n"
+          "(required) and NEXAR_LOCAL_RANK, without NEXAR_RANK and NEXAR_WORLD_SIZE:\n"
+          "the seed assigns ranks, or queues them as joiners of a formed world,\n"
+          "admitted at the members' next nexar_elastic_checkpoint.\n"
           "\n"
-          "  -n, --np N       number of ranks (1..%d)\n"
-          "  --timeout S      stop every rank after S seconds and exit 124\n"
-          "  --listen ADDR    the seed's address (default 127.0.0.1:0; IPv6: [::1]:0)\n"
-          "  -h, --help       this text\n"
+          "  -n, --np N         number of ranks (1..%d)\n"
+          "  --timeout S        stop every rank after S seconds and exit 124\n"
+          "  --listen ADDR      the seed's address (default 127.0.0.1:0; IPv6: [::1]:0)\n"
+          "  --join HOST:PORT   join the running seed there instead of starting one\n"
+          "  -h, --help         this text\n"
           "\n"
           "Exit status: 0 when every rank exits 0; else the first failing rank's\n"
           "status (128+signal when killed), the others being terminated; 124 on\n"
           "timeout; 127 when the program cannot be started; 2 on a usage error.\n"
           "The token is NEXAR_CLUSTER_TOKEN if set, else drawn by the seed.\n",
-          prog, MAX_RANKS);
+          prog, prog, MAX_RANKS);
 }
 
 static uint64_t now_ms(void) {
@@ -147,11 +168,11 @@ static void reap(launcher *l) {
         l->result = code;
         if (l->stopping) break; /* an expected consequence of our own stop */
         if (WIFSIGNALED(st))
-          fprintf(stderr, "%s: rank %u (pid %ld) killed by signal %d (%s)\n", prog, i, (long)pid,
-                  WTERMSIG(st), strsignal(WTERMSIG(st)));
+          fprintf(stderr, "%s: %s %u (pid %ld) killed by signal %d (%s)\n", prog, l->what, i,
+                  (long)pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
         else
-          fprintf(stderr, "%s: rank %u (pid %ld) exited with status %d\n", prog, i, (long)pid,
-                  code);
+          fprintf(stderr, "%s: %s %u (pid %ld) exited with status %d\n", prog, l->what, i,
+                  (long)pid, code);
         if (l->running > 0) {
           fprintf(stderr, "%s: terminating the %u other running rank(s)\n", prog, l->running);
           stop_all(l);
@@ -182,14 +203,17 @@ static int is_launcher_var(const char *e) {
   return 0;
 }
 
-/* A child environment: ours minus the launcher variables, plus five fixed
- * entries; the last two slots (rank, local rank) are filled per child. */
+/* A child environment: ours minus the launcher variables, plus the fixed
+ * entries (seed address, world size, token; no world size under --join), and
+ * the per-child slots (rank, local rank; only the local rank under --join). */
 typedef struct child_env {
   char **envp;
-  size_t base; /* index of the NEXAR_RANK slot */
+  size_t base; /* index of the first per-child slot */
+  int join;    /* --join: the seed assigns the ranks */
   char *fixed[3];
 } child_env;
 
+/* world 0: --join, no NEXAR_WORLD_SIZE and no NEXAR_RANK. */
 static int child_env_init(child_env *ce, const char *addr, uint32_t world, const char *token) {
   memset(ce, 0, sizeof *ce);
   size_t n = 0;
@@ -202,14 +226,15 @@ static int child_env_init(child_env *ce, const char *addr, uint32_t world, const
     if (!is_launcher_var(*e)) ce->envp[k++] = *e;
   char wbuf[16];
   snprintf(wbuf, sizeof wbuf, "%u", world);
+  ce->join = world == 0;
   ce->fixed[0] = env_entry("NEXAR_SEED_ADDR", addr);
-  ce->fixed[1] = env_entry("NEXAR_WORLD_SIZE", wbuf);
-  ce->fixed[2] = env_entry("NEXAR_CLUSTER_TOKEN", token);
-  for (int i = 0; i < 3; i++) {
+  ce->fixed[1] = env_entry("NEXAR_CLUSTER_TOKEN", token);
+  ce->fixed[2] = ce->join ? NULL : env_entry("NEXAR_WORLD_SIZE", wbuf);
+  for (int i = 0; i < (ce->join ? 2 : 3); i++) {
     if (ce->fixed[i] == NULL) return -1;
     ce->envp[k++] = ce->fixed[i];
   }
-  ce->base = k; /* envp[base], envp[base + 1] per child; envp[base + 2] = NULL */
+  ce->base = k; /* envp[base], envp[base + 1] per child; then NULL */
   return 0;
 }
 
@@ -224,9 +249,10 @@ static int spawn_rank(launcher *l, uint32_t i, child_env *ce, char **argv, int d
   char rank_e[40], local_e[40];
   snprintf(rank_e, sizeof rank_e, "NEXAR_RANK=%u", i);
   snprintf(local_e, sizeof local_e, "NEXAR_LOCAL_RANK=%u", i);
-  ce->envp[ce->base] = rank_e;
-  ce->envp[ce->base + 1] = local_e;
-  ce->envp[ce->base + 2] = NULL;
+  size_t k = ce->base;
+  if (!ce->join) ce->envp[k++] = rank_e;
+  ce->envp[k++] = local_e;
+  ce->envp[k] = NULL;
 
   posix_spawnattr_t attr;
   posix_spawn_file_actions_t fa;
@@ -268,7 +294,8 @@ static int spawn_rank(launcher *l, uint32_t i, child_env *ce, char **argv, int d
 int main(int argc, char **argv) {
   uint32_t n = 0, timeout_s = 0;
   int have_n = 0, have_timeout = 0, argi = 1;
-  const char *listen_addr = "127.0.0.1:0";
+  const char *listen_addr = "127.0.0.1:0", *join_addr = NULL;
+  int have_listen = 0;
   for (; argi < argc; argi++) {
     const char *a = argv[argi];
     if (strcmp(a, "--") == 0) {
@@ -280,7 +307,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     const char *val = NULL;
-    int is_n = 0, is_t = 0, is_l = 0;
+    int is_n = 0, is_t = 0, is_l = 0, is_j = 0;
     if (strcmp(a, "-n") == 0 || strcmp(a, "--np") == 0) {
       is_n = 1;
     } else if (strcmp(a, "--timeout") == 0) {
@@ -290,6 +317,11 @@ int main(int argc, char **argv) {
     } else if (strncmp(a, "--listen=", 9) == 0) {
       is_l = 1;
       val = a + 9;
+    } else if (strcmp(a, "--join") == 0) {
+      is_j = 1;
+    } else if (strncmp(a, "--join=", 7) == 0) {
+      is_j = 1;
+      val = a + 7;
     } else if (strncmp(a, "--np=", 5) == 0) {
       is_n = 1;
       val = a + 5;
@@ -312,6 +344,9 @@ int main(int argc, char **argv) {
     }
     if (is_l) {
       listen_addr = val;
+      have_listen = 1;
+    } else if (is_j) {
+      join_addr = val;
     } else if (is_n) {
       if (parse_u32(val, 1, MAX_RANKS, &n) != 0) {
         fprintf(stderr, "%s: -n wants a number of ranks in 1..%d, not '%s'\n", prog, MAX_RANKS,
@@ -338,6 +373,35 @@ int main(int argc, char **argv) {
     return 2;
   }
   char **child_argv = argv + argi;
+  const char *token = NULL;
+  if (join_addr != NULL) {
+    if (have_listen) {
+      fprintf(stderr, "%s: --join and --listen exclude each other (--join starts no seed)\n", prog);
+      return 2;
+    }
+    char host[NX_ADDR_HOST_MAX];
+    uint16_t port = 0;
+    if (nx_addr_split(join_addr, "--join", host, sizeof host, &port) != 0) {
+      fprintf(stderr, "%s: %s\n", prog, nexar_last_error());
+      return 2;
+    }
+    if (port == 0 || nx_addr_is_wildcard(host)) {
+      fprintf(stderr,
+              "%s: --join wants the seed's HOST:PORT (a host to reach, a port other than 0), "
+              "not '%s'\n",
+              prog, join_addr);
+      return 2;
+    }
+    /* The ranks present the seed's token; only the caller can know it. */
+    token = getenv("NEXAR_CLUSTER_TOKEN");
+    if (token == NULL || *token == '\0') {
+      fprintf(stderr,
+              "%s: --join %s: NEXAR_CLUSTER_TOKEN is not set; set it to the token of the seed "
+              "there (nexar-seed prints NEXAR_CLUSTER_TOKEN=...)\n",
+              prog, join_addr);
+      return 2;
+    }
+  }
 
   /* Handle our signals synchronously (sigtimedwait) in this thread. They are
    * blocked before the seed starts so its threads inherit the mask and never
@@ -359,28 +423,33 @@ int main(int argc, char **argv) {
   }
   signal(SIGPIPE, SIG_IGN);
 
-  /* The seed: defaults plus NEXAR_* environment (NEXAR_CLUSTER_TOKEN included). */
+  /* The seed: defaults plus NEXAR_* environment (NEXAR_CLUSTER_TOKEN included).
+   * None under --join: the ranks go to the caller's. */
   nexar_seed *seed = NULL;
-  int rc = nexar_seed_new(&seed, listen_addr, n, NULL);
-  if (rc != NEXAR_OK) {
-    fprintf(stderr, "%s: cannot start the seed: %s\n", prog, nexar_last_error());
-    return 1;
-  }
-  const char *addr = nexar_seed_addr(seed);
-  const char *token = nexar_seed_token(seed);
-  if (addr == NULL || token == NULL) {
-    fprintf(stderr, "%s: the seed reports no address or token\n", prog);
-    nexar_seed_del(seed);
-    return 1;
+  const char *addr = join_addr;
+  if (join_addr == NULL) {
+    int rc = nexar_seed_new(&seed, listen_addr, n, NULL);
+    if (rc != NEXAR_OK) {
+      fprintf(stderr, "%s: cannot start the seed: %s\n", prog, nexar_last_error());
+      return 1;
+    }
+    addr = nexar_seed_addr(seed);
+    token = nexar_seed_token(seed);
+    if (addr == NULL || token == NULL) {
+      fprintf(stderr, "%s: the seed reports no address or token\n", prog);
+      nexar_seed_del(seed);
+      return 1;
+    }
   }
 
   launcher l;
   memset(&l, 0, sizeof l);
   l.n = n;
   l.result = -1;
+  l.what = join_addr != NULL ? "local rank" : "rank";
   l.kids = calloc(n, sizeof(child));
   child_env ce;
-  if (l.kids == NULL || child_env_init(&ce, addr, n, token) != 0) {
+  if (l.kids == NULL || child_env_init(&ce, addr, join_addr != NULL ? 0 : n, token) != 0) {
     fprintf(stderr, "%s: out of memory\n", prog);
     free(l.kids);
     nexar_seed_del(seed);
@@ -395,7 +464,7 @@ int main(int argc, char **argv) {
   for (uint32_t i = 0; i < n; i++) {
     int err = spawn_rank(&l, i, &ce, child_argv, devnull);
     if (err != 0) {
-      fprintf(stderr, "%s: cannot start rank %u ('%s'): %s\n", prog, i, child_argv[0],
+      fprintf(stderr, "%s: cannot start %s %u ('%s'): %s\n", prog, l.what, i, child_argv[0],
               strerror(err));
       l.result = (err == ENOENT || err == EACCES || err == ENOEXEC) ? 127 : 126;
       stop_all(&l);

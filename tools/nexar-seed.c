@@ -2,16 +2,22 @@
  * nexar-seed: the discovery daemon.
  *
  *   nexar-seed --listen HOST:PORT --world-size N [--token-file FILE]
- *              [--timeout-ms MS] [--once] [--print-config]
+ *              [--max-world M] [--timeout-ms MS] [--once] [--print-config]
  *
  * Starts a seed, prints "NEXAR_SEED_ADDR=<host:port>" on stdout (one flushed
  * line), and publishes the cluster token workers must present: written to
  * FILE (mode 0600, created atomically) with --token-file, else printed as
  * "NEXAR_CLUSTER_TOKEN=<token>". The token is NEXAR_CLUSTER_TOKEN when set,
  * else one the seed draws from the OS CSPRNG. The seed then serves until
- * SIGINT or SIGTERM (exit 0); with --once it exits 0 as soon as the world has
- * formed. Every other NEXAR_* variable configures it as it would a worker;
- * --print-config shows the result and exits.
+ * SIGINT or SIGTERM (exit 0), and keeps serving after the world has formed:
+ * a worker that joins then (nexar_join, or nexar_init_from_env without
+ * NEXAR_RANK) is queued and admitted at the members' next
+ * nexar_elastic_checkpoint, up to --max-world M members (elastic_max_world;
+ * 0, the default, is no limit). With --once it exits 0 as soon as the world
+ * has formed; the members keep running, but nobody can join any more (their
+ * checkpoints then only handle leaves). Every other NEXAR_* variable
+ * configures it as it would a worker; --print-config shows the result and
+ * exits.
  */
 #include "core/config.h"
 
@@ -40,16 +46,22 @@ static void usage(FILE *f) {
           "usage: %s --listen HOST:PORT --world-size N [options]\n"
           "\n"
           "Runs a nexar seed: it hands out ranks and peer addresses until the world\n"
-          "of N ranks has formed, and is never on the data path.\n"
+          "of N ranks has formed, and is never on the data path. Without --once it\n"
+          "keeps serving after formation: a worker that joins later (nexar_join, or\n"
+          "nexar_init_from_env without NEXAR_RANK) is queued and admitted at the\n"
+          "members' next nexar_elastic_checkpoint.\n"
           "\n"
           "  --listen HOST:PORT  address to serve on (port 0: any free port;\n"
           "                      IPv6 as [addr]:port)\n"
           "  --world-size N      number of ranks in the world\n"
+          "  --max-world M       admit joiners only up to M members in all\n"
+          "                      (elastic_max_world; 0: no limit, the default)\n"
           "  --token-file FILE   write the cluster token to FILE (mode 0600, atomic)\n"
           "                      instead of printing it\n"
           "  --timeout-ms MS     fail (exit %d) if the world has not formed within MS\n"
           "                      (default: none; with --once, NEXAR_CONNECT_TIMEOUT_MS)\n"
-          "  --once              exit 0 once the world has formed\n"
+          "  --once              exit 0 once the world has formed (no joiner can be\n"
+          "                      admitted after that)\n"
           "  --print-config      print the effective configuration and exit\n"
           "  -h, --help          this text\n"
           "\n"
@@ -134,8 +146,8 @@ static int take_signal(const sigset_t *set, uint32_t wait_ms) {
 
 int main(int argc, char **argv) {
   const char *listen = NULL, *token_file = NULL;
-  uint32_t world = 0, timeout_ms = 0;
-  int have_world = 0, have_timeout = 0, once = 0, print_config = 0;
+  uint32_t world = 0, timeout_ms = 0, max_world = 0;
+  int have_world = 0, have_timeout = 0, have_max = 0, once = 0, print_config = 0;
 
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -152,11 +164,11 @@ int main(int argc, char **argv) {
       continue;
     }
     /* Options with a value: "--opt value" or "--opt=value". */
-    static const char *const valued[] = {"--listen", "--world-size", "--token-file",
-                                         "--timeout-ms"};
+    static const char *const valued[] = {"--listen", "--world-size", "--token-file", "--timeout-ms",
+                                         "--max-world"};
     int which = -1;
     const char *val = NULL;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
       size_t n = strlen(valued[k]);
       if (strncmp(a, valued[k], n) != 0) continue;
       if (a[n] == '\0') {
@@ -196,6 +208,14 @@ int main(int argc, char **argv) {
       }
       token_file = val;
       break;
+    case 4:
+      if (parse_u32(val, 0, UINT32_MAX, &max_world) != 0) {
+        fprintf(stderr, "%s: --max-world wants a number of members (0: no limit), not '%s'\n", prog,
+                val);
+        return EXIT_USAGE;
+      }
+      have_max = 1;
+      break;
     default:
       if (parse_u32(val, 1, UINT32_MAX, &timeout_ms) != 0) {
         fprintf(stderr, "%s: --timeout-ms wants a positive number of milliseconds, not '%s'\n",
@@ -214,6 +234,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "%s: bad configuration: %s\n", prog, nexar_last_error());
     return 1;
   }
+  /* The option wins over NEXAR_ELASTIC_MAX_WORLD, as on a command line. */
+  if (have_max) cfg.elastic_max_world = max_world;
 
   if (print_config) {
     nexar_config eff;
@@ -239,6 +261,11 @@ int main(int argc, char **argv) {
     usage(stderr);
     return EXIT_USAGE;
   }
+  if (cfg.elastic_max_world != 0 && cfg.elastic_max_world < world)
+    fprintf(stderr,
+            "%s: note: a limit of %u members is below the world of %u: joiners are admitted "
+            "only once departures bring the world below it\n",
+            prog, cfg.elastic_max_world, world);
   if (once && !have_timeout) {
     timeout_ms = cfg.connect_timeout_ms; /* 0: no limit */
     have_timeout = timeout_ms != 0;
@@ -281,7 +308,11 @@ int main(int argc, char **argv) {
     nexar_seed_del(seed);
     return 1;
   }
-  fprintf(stderr, "%s: serving on %s for a world of %u\n", prog, addr, world);
+  if (cfg.elastic_max_world != 0)
+    fprintf(stderr, "%s: serving on %s for a world of %u (at most %u members)\n", prog, addr, world,
+            cfg.elastic_max_world);
+  else
+    fprintf(stderr, "%s: serving on %s for a world of %u\n", prog, addr, world);
   if (strncmp(addr, "0.0.0.0:", 8) == 0 || strncmp(addr, "[::]:", 5) == 0)
     fprintf(stderr,
             "%s: note: that is a wildcard address; workers on other hosts need this "
@@ -314,8 +345,9 @@ int main(int argc, char **argv) {
     }
   }
   if (formed) {
-    fprintf(stderr, "%s: the world of %u has formed\n", prog, world);
-    /* Daemon mode: keep serving until told to stop. */
+    fprintf(stderr, "%s: the world of %u has formed%s\n", prog, world,
+            once ? "" : "; joiners are admitted at the members' checkpoints");
+    /* Daemon mode: keep serving (late joiners, admissions) until told to stop. */
     while (!once && sig == 0)
       sig = take_signal(&set, 60000);
   }

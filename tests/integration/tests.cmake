@@ -226,3 +226,33 @@ add_test(NAME integration.info COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integrat
          $<TARGET_FILE:nexar-info>)
 set_tests_properties(integration.info PROPERTIES TIMEOUT 60 LABELS "integration")
 # END info
+# BEGIN elastic-tools
+# The tools with elastic membership (processes on loopback, elastic_tool_worker as
+# the workload): nexar-seed --max-world caps admissions, --once ends them;
+# nexar-run --join starts ranks against a running nexar-seed (grow 2 -> 4).
+add_test(NAME integration.elastic_tools.seed
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/elastic_tools_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:nexar-run> $<TARGET_FILE:elastic_tool_worker> seed)
+add_test(NAME integration.elastic_tools.run
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/elastic_tools_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:nexar-run> $<TARGET_FILE:elastic_tool_worker> run)
+set_tests_properties(integration.elastic_tools.seed integration.elastic_tools.run
+                     PROPERTIES TIMEOUT 120 LABELS "integration")
+# END elastic-tools
+# BEGIN elastic-example
+# examples/elastic_train against its --reference: fixed worlds under nexar-run
+# (1, 3, 5 ranks for a batch of 3) and a leave give the reference checksum.
+add_test(NAME integration.elastic_example.static
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/elastic_example_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:nexar-run>
+                 $<TARGET_FILE:example_elastic_train> static)
+set_tests_properties(integration.elastic_example.static PROPERTIES TIMEOUT 120 LABELS "integration")
+# The elastic run: nexar-seed (world 2) and two nexar-run --join -n 2; the
+# world grows 2 -> 4, a joiner leaves, the other is SIGKILLed and the two
+# survivors recover; both finish with the reference checksum.
+add_test(NAME integration.elastic_example
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/elastic_example_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:nexar-run>
+                 $<TARGET_FILE:example_elastic_train> elastic)
+set_tests_properties(integration.elastic_example PROPERTIES TIMEOUT 240 LABELS "integration")
+# END elastic-example
