@@ -31,6 +31,8 @@ struct nx_agr {
   nx_agree a;
   int started;
   int applied; /* the decision's dead set was applied to the communicator */
+  int pumping; /* pump_locked is running for it (see there) */
+  int repump;  /* input arrived meanwhile: pump again */
   nexar_request *req;
 };
 
@@ -75,6 +77,8 @@ static void test_hook(nx_ep *ep, uint8_t mtype, int fanout_done) {
   }
 }
 
+void (*nx_agr_test_sent)(nx_comm *c, uint32_t to) = NULL;
+
 static void send_one(nx_comm *c, uint32_t to, const nx_agree_action *act, uint64_t key) {
   nx_ep *ep = c->ep;
   if (to >= c->size || to == c->rank || ep->agr_frozen) return;
@@ -85,6 +89,7 @@ static void send_one(nx_comm *c, uint32_t to, const nx_agree_action *act, uint64
   f.tag = key;
   nexar_iovec iov = {(void *)act->buf, act->len};
   nx_ep_send_locked(ep, c->members[to], &f, &iov, 1, NULL, NULL);
+  if (nx_agr_test_sent) nx_agr_test_sent(c, to);
   if (act->mtype != NX_AM_COLLECT) test_hook(ep, act->mtype, 0);
 }
 
@@ -103,8 +108,8 @@ static void apply_locked(nx_comm *c, nx_agr *g) {
     }
 }
 
-/* Carries out what the state machine asks for. */
-static void pump_locked(nx_comm *c, nx_agr *g) {
+/* Carries out what the state machine asks for (one pass). */
+static void pump_once_locked(nx_comm *c, nx_agr *g) {
   nx_agree_action act;
   int decided = 0;
   if (c->ep->agr_frozen) return;
@@ -132,6 +137,26 @@ static void pump_locked(nx_comm *c, nx_agr *g) {
   if (g->a.nomem && g->req) nx_req_complete(g->req, NEXAR_ERR_NOMEM, "agreement: out of memory");
   arm_locked(c->ep, nx_agree_next_deadline(&g->a));
   apply_locked(c, g);
+}
+
+/* Not re-entrant on purpose: a send made here may run the engine's timers
+ * (an application thread writes at once), a heartbeat timeout there suspects
+ * a member, and that pumps this instance again. A nested pass would pop the
+ * next action, which frees the buffer the outer pass is still sending to the
+ * remaining members: they got freed memory ("malformed agreement message",
+ * so they closed the connection to a live member, which could leave no
+ * majority). The nested call only asks the outer one to go round again. */
+static void pump_locked(nx_comm *c, nx_agr *g) {
+  if (g->pumping) {
+    g->repump = 1;
+    return;
+  }
+  g->pumping = 1;
+  do {
+    g->repump = 0;
+    pump_once_locked(c, g);
+  } while (g->repump);
+  g->pumping = 0;
 }
 
 /* Drops the oldest decided nexar_agree instances beyond NX_AGR_KEEP. */
@@ -233,6 +258,12 @@ void nx_agr_on_frame_locked(nx_ep *ep, uint32_t src, const nx_frame *f, const ui
   if (!g) return;
   rc = nx_agree_on_msg(&g->a, nx_now_ns(), from, buf, len);
   if (rc == NEXAR_ERR_PROTOCOL) {
+    char hex[3 * 32 + 1] = "";
+    for (size_t i = 0; i < len && i < 32; i++)
+      snprintf(hex + 3 * i, 4, "%02x ", buf[i]);
+    NX_WARN("comm %llu: malformed agreement message %llu from rank %u (member %u of %u): %zu "
+            "bytes: %s",
+            (unsigned long long)c->id, (unsigned long long)f->tag, src, from, c->size, len, hex);
     nx_peer_dead_locked(ep, ep->peers[src], NEXAR_ERR_PROTOCOL, "malformed agreement message");
     return;
   }

@@ -125,6 +125,9 @@ void nx_agr_on_frame_locked(nx_ep *ep, uint32_t src, const nx_frame *f, const ui
                             size_t len);
 /* Comm rank r of c is dead: the agreements of c suspect it. */
 void nx_agr_suspect_locked(nx_comm *c, uint32_t r);
+/* Test seam (unit.agree_nest_test): called after each agreement message this
+ * process sends, under ep->mu; NULL outside that test. */
+extern void (*nx_agr_test_sent)(nx_comm *c, uint32_t to);
 /* Frees the agreements of c (it is being deleted). */
 void nx_agr_free_all_locked(nx_comm *c);
 /* Starts instance key of c with my flag (0 if already started). */
