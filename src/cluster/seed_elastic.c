@@ -148,9 +148,12 @@ static int make_offer_locked(nexar_seed *s, joiner *j, const nx_admit_req *q, jo
 
 /* Answers one ADMIT_REQ: takes queued joiners in arrival order. */
 static int admit_locked(nexar_seed *s, const nx_admit_req *q, nx_admit_list *out) {
-  uint32_t room = q->max_new;
+  uint32_t room = q->max_new, queued = 0;
   uint32_t cap = s->cfg.elastic_max_world;
   if (cap) room = cap > q->n ? NX_MIN(room, cap - q->n) : 0;
+  for (joiner *j = s->joiners; j; j = j->next)
+    queued += j->late && !j->offered;
+  room = NX_MIN(room, queued); /* the table below is sized by who can be taken */
   joiner **taken = nx_calloc(room ? room : 1, sizeof *taken);
   if (!taken) return nx_fail(NEXAR_ERR_NOMEM, "seed: admission");
   uint32_t k = 0;
