@@ -60,6 +60,9 @@ check() {
 }
 
 # refused <pattern> <output file> <rc>: the run failed, quickly, saying why
+# Fixed ports are drawn from 20000-31999, below the kernel's ephemeral range
+# (32768-60999): a port there can be taken by any other test's connection,
+# and a rank that then reaches someone else's listener waits out its timeout.
 refused() {
   local pat=$1 f=$2 rc=$3
   if [ "$rc" = 0 ] || [ "$rc" = 124 ] || ! grep -q -- "$pat" "$f"; then
@@ -81,7 +84,7 @@ start_slurm() {
   if [ "$(id -u)" != 0 ]; then echo "SKIP: a Slurm cluster needs root here"; exit 77; fi
   local h p
   h=$(hostname)
-  p=$((30000 + RANDOM % 20000))
+  p=$((20000 + RANDOM % 12000))
   head -c 1024 /dev/urandom > "$T/munge.key"
   chmod 400 "$T/munge.key"
   /usr/sbin/munged --force --key-file="$T/munge.key" --socket="$T/munge.sock" \
@@ -151,7 +154,7 @@ slurm)
   check Slurm "$T/out"
   echo "ok srun -n 4 (Slurm variables, seed on the first node of SLURM_STEP_NODELIST)"
   # a second step of the same job... and an explicit port
-  timeout 60 srun -n 4 env NEXAR_DEBUG=info NEXAR_SEED_PORT=$((20000 + RANDOM % 20000)) \
+  timeout 60 srun -n 4 env NEXAR_DEBUG=info NEXAR_SEED_PORT=$((20000 + RANDOM % 12000)) \
     LAUNCH_RANK_VAR=SLURM_PROCID LAUNCH_WORLD_VAR=SLURM_NTASKS "$W" > "$T/out" 2>&1
   check Slurm "$T/out"
   grep -q "(port NEXAR_SEED_PORT)" "$T/out" || { echo "FAIL: NEXAR_SEED_PORT not used"; exit 1; }
@@ -198,7 +201,7 @@ mpirun)
   refused "cannot be loaded.*or set NEXAR_SEED_HOST and NEXAR_SEED_PORT" "$T/out" $?
   # ... which forms the world from OMPI_COMM_WORLD_RANK/SIZE when asked for
   mpirun_run -x NEXAR_CLUSTER_TOKEN -x NEXAR_PMIX_LIB=/nonexistent/libpmix.so.2 \
-    -x NEXAR_SEED_HOST=127.0.0.1 -x NEXAR_SEED_PORT=$((20000 + RANDOM % 20000)) > "$T/out" 2>&1
+    -x NEXAR_SEED_HOST=127.0.0.1 -x NEXAR_SEED_PORT=$((20000 + RANDOM % 12000)) > "$T/out" 2>&1
   check "Open MPI variables (PMIx unusable" "$T/out"
   echo "ok mpirun without libpmix: refused, or the OMPI_COMM_WORLD_* fallback with NEXAR_SEED_HOST/PORT"
   ;;
@@ -211,7 +214,7 @@ mpiexec)
   ;;
 torchrun)
   need torchrun
-  p=$((20000 + RANDOM % 20000))
+  p=$((20000 + RANDOM % 12000))
   # --redirects/--tee: torchrun 1.13 on Python 3.11 crashes otherwise
   timeout 90 torchrun --no_python --nproc_per_node=4 --redirects 1 --tee 1 --master_port $p \
     env NEXAR_DEBUG=info LAUNCH_RANK_VAR=RANK LAUNCH_WORLD_VAR=WORLD_SIZE "$W" > "$T/out" 2>&1
@@ -240,7 +243,7 @@ env)
   echo "ok mpiexec with NEXAR_WORLD_SIZE=3: refused"
   # rank 0 alone cannot host the seed (its port is taken): the others learn
   # why through the launcher instead of waiting
-  p=$((20000 + RANDOM % 20000))
+  p=$((20000 + RANDOM % 12000))
   /usr/bin/python3 -c "import socket,time;s=socket.socket();s.bind(('0.0.0.0',$p));s.listen();time.sleep(60)" &
   busy=$!
   PIDS+=($busy)
@@ -265,7 +268,7 @@ env)
   echo "ok Slurm variables: malformed node list, rank outside the world, inconsistent sizes"
   # ranks that disagree on the world: the one that differs is refused by the
   # seed at once, the seed's own rank gives up after its connect timeout
-  p=$((20000 + RANDOM % 20000))
+  p=$((20000 + RANDOM % 12000))
   env MASTER_ADDR=127.0.0.1 MASTER_PORT=$p RANK=0 WORLD_SIZE=2 NEXAR_CONNECT_TIMEOUT_MS=4000 \
     timeout 30 "$W" > "$T/r0" 2>&1 &
   r0=$!
