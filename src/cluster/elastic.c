@@ -262,7 +262,10 @@ int nexar_elastic_checkpoint(nexar_client *c, nexar_client **out) {
                    "elastic_checkpoint on comm %llu: a non-blocking collective is in flight",
                    (unsigned long long)c->id);
   uint32_t leaving = (uint32_t)atomic_load(&c->leave);
-  uint32_t mine = leaving | (c->rank == 0 && nx_seedlink_poll(ep->seedlink) ? 2u : 0u);
+  /* every rank drains its seed channel (the notices would pile up in it);
+   * only the coordinator's says whether to ask for joiners */
+  int waiting = nx_seedlink_poll(ep->seedlink);
+  uint32_t mine = leaving | (c->rank == 0 && waiting ? 2u : 0u);
   uint32_t *flags = malloc(c->size * sizeof *flags), *stay = malloc(c->size * sizeof *stay);
   uint8_t *recs = NULL;
   if (!flags || !stay) {
