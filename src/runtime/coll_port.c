@@ -146,9 +146,12 @@ int nx_coll_gave_up_code_locked(nx_ep *ep, uint64_t comm_id, uint64_t seq) {
   nx_active_coll *a = find_active(c, seq);
   int rc = a ? a->failed_rc : (c->last_fail_seq == seq ? c->last_fail_rc : 0);
   /* a member is dead: whatever made us drop it, the collective cannot
-   * complete, and the sender should hear the cause */
-  return rc == NEXAR_ERR_PEER_LOST || c->ndead || c->revoke_lost != UINT32_MAX ? NEXAR_ERR_PEER_LOST
-                                                                               : NEXAR_ERR_ABORTED;
+   * complete, and the sender should hear the cause; so should it hear that
+   * the two sides called different collectives (its send's answer may
+   * overtake the failure notice that says so, which made it ABORTED) */
+  if (rc == NEXAR_ERR_PEER_LOST || c->ndead || c->revoke_lost != UINT32_MAX)
+    return NEXAR_ERR_PEER_LOST;
+  return rc == NEXAR_ERR_MISMATCH ? NEXAR_ERR_MISMATCH : NEXAR_ERR_ABORTED;
 }
 
 void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why) {
