@@ -13,6 +13,7 @@
  * the nested pass). Every survivor must get PEER_LOST (rank 3 is dead) with
  * the AND of the flags, and no connection between survivors may break. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -20,12 +21,11 @@
 #include "check.h"
 
 static nexar_client *g_c[4];
-static int g_fired;
+static atomic_int g_fired; /* read by every endpoint's threads */
 
 static void nest(nx_comm *c, uint32_t to) {
   (void)to;
-  if (g_fired || c != g_c[0]) return; /* rank 0's first send only */
-  g_fired = 1;
+  if (c != g_c[0] || atomic_exchange(&g_fired, 1)) return; /* rank 0's first send only */
   nx_agr_suspect_locked(c, 3);
 }
 
@@ -64,7 +64,7 @@ int main(void) {
   for (int i = 0; i < 3; i++)
     pthread_join(t[i], NULL);
   nx_agr_test_sent = NULL;
-  CHECK(g_fired, "the seam fired");
+  CHECK(atomic_load(&g_fired), "the seam fired");
   for (int i = 0; i < 3; i++)
     CHECK(a[i].rc == NEXAR_ERR_PEER_LOST && a[i].flag == 0x4,
           "rank %d: agree gave %s, flag %x (want PEER_LOST, 4)", i, nexar_strerror(a[i].rc),
