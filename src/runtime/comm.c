@@ -142,14 +142,7 @@ static void purge_unexpected_locked(nx_comm *c) {
       prev = m;
       continue;
     }
-    /* unlinked here, in one pass (nx_match_unqueue would walk the queue again) */
-    if (prev)
-      prev->next = n;
-    else
-      ep->unexp_head = n;
-    if (ep->unexp_tail == m) ep->unexp_tail = prev;
-    m->next = NULL;
-    m->queued = 0;
+    nx_match_unlink(ep, prev, m); /* one pass: nx_match_unqueue would walk the queue again */
     m->peer->st.stale_frames++;
     m->discard = 1;
     nx_msg_release_credit(ep, m);

@@ -418,6 +418,8 @@ void nx_msg_free(nx_ep *ep, nx_msg *m);
 /* Unexpected bytes of m leave the accounting (a receive took them). */
 void nx_unexp_release(nx_ep *ep, const nx_msg *m, uint64_t n);
 void nx_match_unqueue(nx_ep *ep, nx_msg *m);
+/* Unlinks queued message m whose predecessor in the queue is prev (NULL: the head). */
+void nx_match_unlink(nx_ep *ep, nx_msg *prev, nx_msg *m);
 void nx_iov_copy_in(const nexar_iovec *iov, size_t niov, uint64_t off, const uint8_t *data,
                     size_t len);
 

@@ -38,19 +38,23 @@ void nx_recv_finish(nx_ep *ep, nx_recv *r, int rc, const char *why) {
   (void)ep;
 }
 
+void nx_match_unlink(nx_ep *ep, nx_msg *prev, nx_msg *m) {
+  if (prev)
+    prev->next = m->next;
+  else
+    ep->unexp_head = m->next;
+  if (ep->unexp_tail == m) ep->unexp_tail = prev;
+  m->next = NULL;
+  m->queued = 0;
+}
+
 void nx_match_unqueue(nx_ep *ep, nx_msg *m) {
   nx_msg *prev = NULL;
-  for (nx_msg *x = ep->unexp_head; x; prev = x, x = x->next) {
-    if (x != m) continue;
-    if (prev)
-      prev->next = x->next;
-    else
-      ep->unexp_head = x->next;
-    if (ep->unexp_tail == x) ep->unexp_tail = prev;
-    x->next = NULL;
-    x->queued = 0;
-    return;
-  }
+  for (nx_msg *x = ep->unexp_head; x; prev = x, x = x->next)
+    if (x == m) {
+      nx_match_unlink(ep, prev, m);
+      return;
+    }
 }
 
 /* Binds a message to its receive and moves what was buffered. */
