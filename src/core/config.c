@@ -533,12 +533,6 @@ static int nx_config_validate(const nexar_config *c) {
 /* Settings that are valid but not implemented yet: refused, never silently
  * replaced (a full mesh, host memory). */
 static int nx_config_supported(const nexar_config *c) {
-  if (c->topology != NEXAR_TOPO_FULL_MESH)
-    return nx_fail(NEXAR_ERR_UNSUPPORTED,
-                   "config.topology = %s (NEXAR_TOPOLOGY, degree %" PRIu32
-                   "): sparse topologies are not implemented yet; only full_mesh is, and a "
-                   "full mesh is not formed in their place",
-                   nx_topology_name(c->topology), c->topology_degree);
   if (c->adapter)
     return nx_fail(NEXAR_ERR_UNSUPPORTED,
                    "config.adapter: device adapters are not implemented yet; buffers must be "

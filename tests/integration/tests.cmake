@@ -63,6 +63,8 @@ add_test(NAME integration.fault COMMAND fault_test)
 set_tests_properties(integration.fault PROPERTIES TIMEOUT 120 LABELS "integration")
 # Elastic membership, ranks as threads through an in-process seed: grow 2 -> 4
 # by joiners, shrink by a leave, elastic_max_world 3 admits one of two.
+add_test(NAME integration.sparse_local COMMAND sparse_local_test)
+set_tests_properties(integration.sparse_local PROPERTIES TIMEOUT 120 LABELS "integration")
 add_test(NAME integration.elastic_local COMMAND elastic_local_test)
 set_tests_properties(integration.elastic_local PROPERTIES TIMEOUT 120 LABELS "integration")
 # A revoke landing while rank 1 starts a barrier or a receive still ends it
