@@ -34,7 +34,9 @@
 #
 #   sparse_test.sh <nexar-seed> <sparse_worker> <scenario>
 # SPARSE_FORCE_TOPOLOGY=full_mesh runs a scenario's workers with a full mesh
-# and counting rules (to debug the harness). SPARSE_VIEW_GRAPH (live |
+# and counting rules (to debug the harness; SPARSE_FORCE_VERDICT=drop keeps
+# the drops: the negative control, which must fail). SPARSE_KEEP=DIR keeps
+# the seed's and workers' output there. SPARSE_VIEW_GRAPH (live |
 # renumbered) is passed to the workers: the graph expected after a recovery.
 # Needs root; skips (exit 77) otherwise. Exit 0 pass, 1 fail, 64 usage.
 set -u
@@ -222,9 +224,12 @@ start_world() {
   fi
   W=()
   for r in $(seq 0 $((n - 1))); do
-    ip netns exec $(host $r) env NEXAR_SEED_ADDR=$a NEXAR_RANK=$r NEXAR_WORLD_SIZE=$n \
+    # in a subshell that outlives the worker: a SIGKILLed worker is an exit
+    # code (137), not a "Killed" notice from this shell
+    (ip netns exec $(host $r) env NEXAR_SEED_ADDR=$a NEXAR_RANK=$r NEXAR_WORLD_SIZE=$n \
       NEXAR_TOPOLOGY=$t timeout -s KILL 85 "$WORKER" "$mode" --max-seconds 80 "$@" \
-      >/tmp/$P.w$r.out 2>/tmp/$P.w$r.err &
+      >/tmp/$P.w$r.out 2>/tmp/$P.w$r.err
+      exit $?) 2>/dev/null &
     W[$r]=$!
     PIDS+=($!)
   done
@@ -243,7 +248,7 @@ end_world() {
   local r
   RC=()
   for r in "${!W[@]}"; do
-    wait "${W[$r]}"
+    wait "${W[$r]}" 2>/dev/null
     RC[$r]=$?
   done
   kill $SEEDPID 2>/dev/null
@@ -317,8 +322,9 @@ esac
 VERDICT=drop
 case $SCEN in fullmesh*) VERDICT=accept ;; esac
 if [ -n "${SPARSE_FORCE_TOPOLOGY:-}" ]; then
-  TOPO=$SPARSE_FORCE_TOPOLOGY VERDICT=accept
-  echo "note $SCEN: workers forced to $TOPO, counting rules only (harness debugging)"
+  TOPO=$SPARSE_FORCE_TOPOLOGY VERDICT=${SPARSE_FORCE_VERDICT:-accept}
+  export SPARSE_GRAPH=$RULES # the workers plan on the graph of the rules
+  echo "note $SCEN: workers forced to $TOPO, rules $VERDICT (harness debugging)"
 fi
 T0=$(now_ms)
 
@@ -351,16 +357,26 @@ kill_relay)
     relay=$(echo "$plan" | sed -n 's/.*relay=\([0-9]*\).*/\1/p')
     src=$(echo "$plan" | sed -n 's/.*src=\([0-9]*\).*/\1/p')
     echo "     $SCEN: $plan"
-    for _ in $(seq 200); do
-      grep -q ': streaming to ' /tmp/$P.w$src.out && break
-      sleep 0.1
-    done
-    grep -q ': streaming to ' /tmp/$P.w$src.out || fail "rank $src never streamed"
-    sleep 0.5
     t=$(now_ms)
-    kill_rank "$relay"
+    if [ -n "$relay" ] && [ -n "$src" ]; then
+      for _ in $(seq 200); do
+        grep -q ': streaming to ' /tmp/$P.w$src.out && break
+        kill -0 ${W[$src]} 2>/dev/null || break
+        sleep 0.1
+      done
+      if grep -q ': streaming to ' /tmp/$P.w$src.out; then
+        sleep 0.5
+        t=$(now_ms)
+        kill_rank "$relay"
+      else
+        fail "rank $src never streamed"
+      fi
+    else
+      fail "rank 0 printed no plan"
+      src=0 relay=-1
+    fi
     end_world
-    survivors=$(seq 0 $((N - 1)) | grep -v -x "$relay")
+    survivors=$(seq 0 $((N - 1)) | grep -v -x -e "$relay")
     check_ranks $survivors
     f=$(sed -n 's/.*: stream failed with \([A-Z_]*\) after [0-9]* sends at \([0-9]*\):.*/\1 \2/p' /tmp/$P.w$src.out)
     if [ -n "$f" ]; then
@@ -371,7 +387,7 @@ kill_relay)
     else
       fail "rank $src reported no stream failure"
     fi
-    check_silent $N
+    [ $VERDICT = drop ] && check_silent $N
   fi
   ;;
 partition)
@@ -382,7 +398,7 @@ partition)
     end_world
     check_ranks 0 2 3 5
     for r in 0 2 3 5; do grep -h ': recover -> ' /tmp/$P.w$r.out | sed 's/^/     /'; done
-    check_silent $N
+    [ $VERDICT = drop ] && check_silent $N
   fi
   ;;
 cut | fullmesh_cut)

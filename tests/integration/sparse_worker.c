@@ -45,6 +45,10 @@
  * "rank 0: cut near=A hops=1 T ms far=B hops=H T ms ratio X" and requires
  * ratio < P/100 (default 150) and the near time >= T (default 0: unchecked).
  *
+ * SPARSE_GRAPH (full_mesh | hypercube | k_regular:K), for debugging the
+ * harness, replaces the configured topology in the worker's own plans and
+ * expectations (the library still gets NEXAR_TOPOLOGY).
+ *
  * On a recovered view the expected graph follows SPARSE_VIEW_GRAPH: "live"
  * (default; the first world's graph without the dead, in world ranks) or
  * "renumbered" (the topology rebuilt over the new world's ranks).
@@ -84,8 +88,8 @@
 #define STREAM_BYTES (16u << 20)
 #define AFTER_BYTES (64u << 10)
 
-static uint32_t g_rank; /* world rank, for messages */
-static int g_topo;
+static uint32_t g_rank;        /* world rank, for messages */
+static int g_topo, g_lib_topo; /* the graph expected; the library's (the config) */
 static uint32_t g_degree, g_world0;
 
 /* ------------------------------------------------------------ the graph */
@@ -239,7 +243,7 @@ static int check_neighbors(nexar_client *c, const view *v, const char *when) {
 #endif
   }
 #ifndef SPARSE_HAVE_NEIGHBOR_STATS
-  if (g_topo != NEXAR_TOPO_FULL_MESH) {
+  if (g_lib_topo != NEXAR_TOPO_FULL_MESH) {
     say("FAIL neighbor %s: this build's nexar.h has no nexar_peer_stats.neighbor", when);
     bad = 1;
   } else {
@@ -881,8 +885,21 @@ int main(int argc, char **argv) {
     say("init_from_env -> %s: %s", code_name(rc), nexar_last_error());
     return 10;
   }
-  g_topo = cfg.topology;
+  g_topo = g_lib_topo = cfg.topology;
   g_degree = cfg.topology_degree;
+  const char *graph = getenv("SPARSE_GRAPH"); /* harness debugging: plans on another graph */
+  if (graph && *graph) {
+    unsigned long k = 0;
+    if (!strcmp(graph, "hypercube"))
+      g_topo = NEXAR_TOPO_HYPERCUBE;
+    else if (!strncmp(graph, "k_regular:", 10) && !parse_u(graph + 10, MAX_WORLD, &k))
+      g_topo = NEXAR_TOPO_K_REGULAR, g_degree = (uint32_t)k;
+    else if (!strcmp(graph, "full_mesh"))
+      g_topo = NEXAR_TOPO_FULL_MESH;
+    else
+      return 64;
+    say("note: SPARSE_GRAPH=%s: plans and expectations on that graph", graph);
+  }
   nexar_client *c = NULL;
   rc = nexar_init_from_env(&c);
   if (rc) {
