@@ -25,7 +25,8 @@
  * a 64 KiB message each, 4 MiB for the pairs farthest apart from ranks 0, 1
  * and N-1; bytes encode (src, dst, len, offset)), RPC between every pair; the
  * neighbor flag of every peer is checked against the graph before and after,
- * then "rank R: relayed to P: B bytes" per peer and "rank R: relayed total B".
+ * then "rank R: relayed to P: B bytes" per peer and "rank R: relayed total B"
+ * (bytes relayed to a peer that is not a neighbour fail the run).
  *
  * MODE kill_relay: src 0, dst the lowest rank two hops away, relay R the next
  * hop from 0 to dst (printed as "rank X: plan src=0 dst=D relay=R"). src
@@ -254,8 +255,11 @@ static int check_neighbors(nexar_client *c, const view *v, const char *when) {
   return 0;
 }
 
+/* Prints what this rank forwarded to each peer; forwarding to a peer that is
+ * not a neighbour is a failure (exit 6): a relay hands frames to a neighbour. */
 static void print_relayed(nexar_client *c, const view *v) {
   uint64_t total = 0;
+  int bad = 0;
   for (uint32_t p = 0; p < v->n; p++) {
     if (p == v->me) continue;
     nexar_peer_stats st;
@@ -265,9 +269,15 @@ static void print_relayed(nexar_client *c, const view *v) {
     say("relayed to %u: %llu bytes (neighbor %d)", v->members[p],
         (unsigned long long)st.relayed_bytes, st.neighbor);
     total += st.relayed_bytes;
+    if (st.relayed_bytes && !view_adjacent(v, v->me, p)) {
+      say("FAIL relayed %llu bytes to %u, which is not a neighbour",
+          (unsigned long long)st.relayed_bytes, v->members[p]);
+      bad = 1;
+    }
 #endif
   }
   say("relayed total %llu", (unsigned long long)total);
+  if (bad) exit(6);
 }
 
 /* ----------------------------------------------------------- collectives */
