@@ -73,7 +73,8 @@ trap cleanup EXIT
 trap "exit 1" TERM INT HUP # the EXIT trap still removes the namespaces
 nx_netns_up nxsp$$ $NET
 
-export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export NEXAR_CLUSTER_TOKEN
 export NEXAR_HEARTBEAT_INTERVAL_MS=200 NEXAR_HEARTBEAT_TIMEOUT_MS=1500
 export NEXAR_COLLECTIVE_TIMEOUT_MS=20000 NEXAR_BARRIER_TIMEOUT_MS=20000 NEXAR_RPC_TIMEOUT_MS=20000
 export NEXAR_RECOVERY_TIMEOUT_MS=8000 NEXAR_CONNECT_TIMEOUT_MS=20000
@@ -123,8 +124,8 @@ rules() {
       in+="    meta nfproto ipv6 iifname \"eth0\" drop"$'\n'
       out+="    meta nfproto ipv6 oifname \"eth0\" drop"$'\n'
     fi
-    ip netns exec $(host $r) nft flush ruleset
-    ip netns exec $(host $r) nft -f - <<NFT || { fail "nft rules for rank $r"; return 1; }
+    ip netns exec "$(host $r)" nft flush ruleset
+    ip netns exec "$(host $r)" nft -f - <<NFT || { fail "nft rules for rank $r"; return 1; }
 table inet nxsp {
   chain in {
     type filter hook input priority 0; policy accept;
@@ -144,7 +145,7 @@ check_rules() {
   for a in $(seq 0 $((n - 1))) $((SEED_HOST - 1)); do
     # no wrapper: the pid is the server's (ip netns exec execs it), and it
     # ends by itself after 15 s
-    ip netns exec $(host $a) "$WORKER" echo $ECHO_PORT 15 >/dev/null 2>&1 &
+    ip netns exec "$(host $a)" "$WORKER" echo $ECHO_PORT 15 >/dev/null 2>&1 &
     e+=($!)
     PIDS+=($!)
   done
@@ -152,7 +153,7 @@ check_rules() {
   for a in $(seq 0 $((n - 1))); do
     for b in $(seq 0 $((n - 1))) $((SEED_HOST - 1)); do
       [ $a = $b ] && continue
-      (ip netns exec $(host $a) "$WORKER" probe $(addr $b) $ECHO_PORT >/dev/null 2>&1
+      (ip netns exec "$(host $a)" "$WORKER" probe "$(addr $b)" $ECHO_PORT >/dev/null 2>&1
         echo $? >/tmp/$P.probe.$a.$b) &
       pr+=($!)
     done
@@ -184,7 +185,7 @@ counters() {
   local r dir
   for r in $(seq 0 $(($1 - 1))); do
     for dir in in out; do
-      ip netns exec $(host $r) nft list chain inet nxsp $dir 2>/dev/null |
+      ip netns exec "$(host $r)" nft list chain inet nxsp $dir 2>/dev/null |
         sed -n 's/.*counter packets \([0-9]*\) bytes \([0-9]*\).*comment "rank \([0-9]*\)".*/\3 \1 \2/p' |
         while read -r q pk by; do [ "$pk" != 0 ] && echo "$r $q $pk $by $dir"; done
     done
@@ -195,7 +196,7 @@ counters() {
 shape() {
   local r
   for r in $(seq 0 $(($1 - 1))); do
-    ip netns exec $(host $r) tc qdisc replace dev eth0 root tbf rate 100mbit burst 64kb latency 100ms &&
+    ip netns exec "$(host $r)" tc qdisc replace dev eth0 root tbf rate 100mbit burst 64kb latency 100ms &&
       ip netns exec ${P}br tc qdisc replace dev ${P}b$((r + 1)) root tbf rate 100mbit burst 64kb latency 100ms ||
       { fail "harness: tc tbf on rank $r's veth"; return 1; }
   done
@@ -210,7 +211,7 @@ start_world() {
   ip netns exec ${P}h$SEED_HOST env NEXAR_TOPOLOGY=$t "$SEED" --listen $NET.$SEED_HOST:$SEED_PORT \
     --world-size "$n" --once --timeout-ms 40000 >/tmp/$P.seed 2>&1 &
   SEEDPID=$!
-  PIDS+=($SEEDPID)
+  PIDS+=("$SEEDPID")
   for _ in $(seq 100); do
     a=$(sed -n 's/^NEXAR_SEED_ADDR=//p' /tmp/$P.seed)
     [ -n "$a" ] && break
@@ -220,7 +221,7 @@ start_world() {
   if [ -z "$a" ]; then
     if grep -q "not implemented" /tmp/$P.seed; then
       fail "the library refuses NEXAR_TOPOLOGY=$t (UNSUPPORTED): $(tr '\n' ' ' </tmp/$P.seed)"
-      ip netns exec $(host 0) env NEXAR_SEED_ADDR=$NET.$SEED_HOST:$SEED_PORT NEXAR_RANK=0 \
+      ip netns exec "$(host 0)" env NEXAR_SEED_ADDR=$NET.$SEED_HOST:$SEED_PORT NEXAR_RANK=0 \
         NEXAR_WORLD_SIZE=$n NEXAR_TOPOLOGY=$t timeout -s KILL 30 "$WORKER" "$mode" "$@" 2>&1 |
         grep 'init_from_env' | sed 's/^/    worker: /'
     else
@@ -233,7 +234,7 @@ start_world() {
   for r in $(seq 0 $((n - 1))); do
     # in a subshell that outlives the worker: a SIGKILLed worker is an exit
     # code (137), not a "Killed" notice from this shell
-    (ip netns exec $(host $r) env NEXAR_SEED_ADDR=$a NEXAR_RANK=$r NEXAR_WORLD_SIZE=$n \
+    (ip netns exec "$(host $r)" env NEXAR_SEED_ADDR=$a NEXAR_RANK=$r NEXAR_WORLD_SIZE=$n \
       NEXAR_TOPOLOGY=$t timeout -s KILL 85 "$WORKER" "$mode" --max-seconds 80 "$@" \
       >/tmp/$P.w$r.out 2>/tmp/$P.w$r.err
       exit $?) 2>/dev/null &
