@@ -509,6 +509,7 @@ void nx_relay_peer_lost_locked(nx_ep *ep, nx_peer *x) {
   }
   free(dead);
   if (rebuild_route(ep)) NX_WARN("relay: no memory to recompute routes around rank %u", x->rank);
+  nx_agr_check_partition_locked(ep); /* a recovery over a split graph cannot succeed */
   nx_frame f = {0};
   f.kind = NX_KIND_PEER_GONE;
   f.tag = x->rank;
@@ -518,6 +519,22 @@ void nx_relay_peer_lost_locked(nx_ep *ep, nx_peer *x) {
     if (j != ep->rank && !p->relayed && p->state == NX_PEER_UP)
       nx_ep_send_locked(ep, j, &f, NULL, 0, NULL, NULL);
   }
+}
+
+uint32_t nx_relay_partitioned_locked(nx_ep *ep, const nx_comm *c, char *why, size_t cap) {
+  if (!ep->route.topology || !ep->route.hop) return 0;
+  uint32_t k = 0;
+  size_t o = (size_t)snprintf(why, cap, "the live graph is partitioned: rank(s)");
+  for (uint32_t i = 0; i < c->size; i++) {
+    uint32_t id = c->members[i];
+    if (id == ep->rank || id >= ep->world || ep->peers[id]->state == NX_PEER_DEAD ||
+        ep->route.hop[id] != UINT32_MAX)
+      continue;
+    k++;
+    if (o + 16 < cap) o += (size_t)snprintf(why + o, cap - o, " %u", i);
+  }
+  if (o < cap) snprintf(why + o, cap - o, " unreachable from rank %u", c->rank);
+  return k;
 }
 
 void nx_relay_free(nx_ep *ep) {

@@ -528,6 +528,7 @@ static void run_ops(nexar_client *c, const view *v, size_t big) {
   t_rpc(c, v);
   if ((rc = nexar_barrier(c))) op_fail("barrier", rc); /* nobody is still calling us */
   check_neighbors(c, v, "after the ops");
+  if ((rc = nexar_barrier(c))) op_fail("barrier", rc); /* nobody has left during the check */
   print_relayed(c, v);
 }
 
@@ -548,12 +549,15 @@ static void learn_view(nexar_client *c, view *v, int renumbered) {
 /* ------------------------------------------------------------ kill_relay */
 
 /* 1 if msg names "rank R" (not a longer number). */
+/* "rank R" or "relay R" (the library says "send to rank D via relay R") */
 static int names_rank(const char *msg, uint32_t r) {
-  char w[24];
-  snprintf(w, sizeof w, "rank %u", r);
-  for (const char *p = strstr(msg, w); p; p = strstr(p + 1, w)) {
-    char after = p[strlen(w)];
-    if (after < '0' || after > '9') return 1;
+  for (int k = 0; k < 2; k++) {
+    char w[24];
+    snprintf(w, sizeof w, k ? "relay %u" : "rank %u", r);
+    for (const char *p = strstr(msg, w); p; p = strstr(p + 1, w)) {
+      char after = p[strlen(w)];
+      if (after < '0' || after > '9') return 1;
+    }
   }
   return 0;
 }
@@ -604,7 +608,9 @@ static int kill_relay(nexar_client *c, const view *v0, size_t big) {
     say("p2p after to %u (around %u via %u) -> %s%s%s", dst, relay, alt, code_name(rc),
         rc ? ": " : "", rc ? nexar_last_error() : "");
     if (rc) bad = 1;
-    uint32_t go = 1;
+    uint32_t go = 1, got_it = 0; /* the others recover (a revoke) only once dst has it */
+    if (!rc && (rc = nexar_recv(c, &got_it, sizeof got_it, dst, TAG_GO)))
+      say("ack of the p2p after from %u -> %s: %s", dst, code_name(rc), nexar_last_error());
     for (uint32_t p = 0; p < n; p++)
       if (p != src && p != dst && p != relay) (void)nexar_send(c, &go, sizeof go, p, TAG_GO);
     free(b);
@@ -640,6 +646,8 @@ static int kill_relay(nexar_client *c, const view *v0, size_t big) {
       bad = 1;
     else
       check_pat("p2p after", ab, src, dst, AFTER_BYTES);
+    uint32_t ack = 1;
+    if (!rc) (void)nexar_send(c, &ack, sizeof ack, src, TAG_GO);
     free(ab);
     /* lb may still belong to a pending receive: the revoke by nexar_recover
      * below ends it */

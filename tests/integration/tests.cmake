@@ -261,27 +261,11 @@ set_tests_properties(integration.elastic_example PROPERTIES TIMEOUT 240 LABELS "
 # BEGIN sparse
 # Sparse topologies with relay routing (API.md "Topologies"), one rank per
 # network namespace; nft drops every packet between ranks that are not
-# neighbours (sparse_test.sh). fullmesh is the harness's self-check (the rules
-# checked by probes, then a full mesh run under counting rules) and passes
-# today; the others need the library's sparse topologies and run with
-# -DNEXAR_SPARSE_TESTS=ON.
-option(NEXAR_SPARSE_TESTS "Register the sparse-topology netns tests that need relay routing" OFF)
-# sparse_worker checks nexar_peer_stats.neighbor / relayed_bytes once nexar.h
-# has them (API.md "Observability"): probed at configure time, and the header
-# is a configure dependency so the probe reruns when it changes.
-set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS
-             ${PROJECT_SOURCE_DIR}/include/nexar/nexar.h)
-file(READ ${PROJECT_SOURCE_DIR}/include/nexar/nexar.h nx_public_header)
-if(nx_public_header MATCHES "int[ \t]+neighbor[ \t]*;" AND
-   nx_public_header MATCHES "uint64_t[ \t]+relayed_bytes[ \t]*;")
-  target_compile_definitions(sparse_worker PRIVATE SPARSE_HAVE_NEIGHBOR_STATS=1)
-endif()
-unset(nx_public_header)
-set(nx_sparse_scenarios fullmesh)
-if(NEXAR_SPARSE_TESTS)
-  list(APPEND nx_sparse_scenarios hypercube kregular kill_relay partition cut)
-endif()
-foreach(s ${nx_sparse_scenarios})
+# neighbours and any such packet fails the run (sparse_test.sh). fullmesh is
+# the harness's self-check (the rules checked by probes, then a full mesh run
+# under counting rules).
+target_compile_definitions(sparse_worker PRIVATE SPARSE_HAVE_NEIGHBOR_STATS=1)
+foreach(s fullmesh hypercube kregular kill_relay partition cut)
   add_test(NAME integration.sparse.${s}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/sparse_test.sh
                    $<TARGET_FILE:nexar-seed> $<TARGET_FILE:sparse_worker> ${s})
