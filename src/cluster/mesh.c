@@ -28,7 +28,7 @@ int nx_mesh_form_ex(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t clus
   *out = NULL;
   int rc = nx_ep_start(ep, rank, world, cluster_id, creds, addrs);
   if (rc) {
-    gnutls_certificate_free_credentials(creds);
+    if (ep->creds != creds) gnutls_certificate_free_credentials(creds); /* else ep frees them */
     return rc;
   }
   if (started) started(ep, arg);

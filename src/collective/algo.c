@@ -18,7 +18,16 @@
  * - scan: Hillis-Steele recursive doubling below 256 KiB, else a chain in
  *   256 KiB segments (each rank sends the vector once instead of log2 n times).
  * The first three values are the nexar_config defaults; the port does not
- * expose a communicator's config yet, so a user's setting is not honoured. */
+ * expose a communicator's config yet, so a user's setting is not honoured.
+ *
+ * Sparse topologies (p->topology) keep every step between neighbours:
+ * k-regular takes rings (allreduce, allgather) and the chain (broadcast)
+ * where the rules above would take recursive doubling, halving-doubling or a
+ * binomial tree (their partners are not ring neighbours); a hypercube of a
+ * power-of-two world keeps every choice (XOR partners, Gray-code rings, XOR
+ * trees); an incomplete hypercube takes halving-doubling (folded ranks r-p2
+ * = r XOR p2) instead of rings. What is left relays: all-to-all, gather,
+ * scatter, scans and the v-forms; broadcast on an incomplete hypercube. */
 #include "collective/algo.h"
 
 #include <nexar/nexar.h>
@@ -77,16 +86,28 @@ nx_ar_algo nx_algo_allreduce(size_t count, size_t es, uint32_t world, const nx_a
   if (nx_algo_force_allreduce > NX_AR_NONE && nx_algo_force_allreduce <= NX_AR_RING_PIPE)
     return (nx_ar_algo)nx_algo_force_allreduce;
   size_t bytes = bytes_of(count, es);
-  if (bytes >= p->large_msg_bytes && count >= world) return NX_AR_RING_PIPE;
-  if (bytes <= p->allreduce_small || count < world) return NX_AR_RECDBL;
-  if (world <= p->ring_max_world) return NX_AR_RING;
-  return NX_AR_HALVDBL;
+  nx_ar_algo a;
+  if (bytes >= p->large_msg_bytes && count >= world)
+    a = NX_AR_RING_PIPE;
+  else if (bytes <= p->allreduce_small || count < world)
+    a = NX_AR_RECDBL;
+  else if (world <= p->ring_max_world)
+    a = NX_AR_RING;
+  else
+    a = NX_AR_HALVDBL;
+  if (p->topology == NEXAR_TOPO_K_REGULAR && (a == NX_AR_RECDBL || a == NX_AR_HALVDBL))
+    return NX_AR_RING; /* empty chunks are skipped: small counts work too */
+  if (p->topology == NEXAR_TOPO_HYPERCUBE && !is_pow2(world) &&
+      (a == NX_AR_RING || a == NX_AR_RING_PIPE))
+    return NX_AR_HALVDBL;
+  return a;
 }
 
 nx_bc_algo nx_algo_broadcast(size_t count, size_t es, uint32_t world, const nx_algo_params *p) {
   if (world <= 1 || count == 0) return NX_BC_NONE;
   if (nx_algo_force_broadcast > NX_BC_NONE && nx_algo_force_broadcast <= NX_BC_CHAIN)
     return (nx_bc_algo)nx_algo_force_broadcast;
+  if (p->topology == NEXAR_TOPO_K_REGULAR) return NX_BC_CHAIN;
   if (world > 2 && bytes_of(count, es) >= p->bcast_chain_min) return NX_BC_CHAIN;
   return NX_BC_BINOMIAL;
 }
@@ -98,6 +119,7 @@ nx_ag_algo nx_algo_allgather(size_t count, size_t es, uint32_t world, const nx_a
                ? NX_AG_RING
                : (nx_ag_algo)nx_algo_force_allgather;
   size_t total = bytes_of(bytes_of(count, es), world);
+  if (p->topology == NEXAR_TOPO_K_REGULAR) return NX_AG_RING;
   if (is_pow2(world) && total <= p->allgather_recdbl_max) return NX_AG_RECDBL;
   return NX_AG_RING;
 }
@@ -142,4 +164,35 @@ size_t nx_chunk_off(size_t count, uint32_t n, uint32_t c) {
 
 size_t nx_chunk_len(size_t count, uint32_t n, uint32_t c) {
   return count / n + (c < count % n);
+}
+
+int nx_algo_xor_graph(const nx_algo_params *p, uint32_t n) {
+  return p->topology == NEXAR_TOPO_HYPERCUBE && is_pow2(n);
+}
+
+uint32_t nx_ring_rank(const nx_algo_params *p, uint32_t n, uint32_t pos) {
+  return nx_algo_xor_graph(p, n) ? pos ^ (pos >> 1) : pos;
+}
+
+uint32_t nx_ring_pos(const nx_algo_params *p, uint32_t n, uint32_t r) {
+  if (!nx_algo_xor_graph(p, n)) return r;
+  for (uint32_t s = 1; s < 32; s <<= 1) /* inverse Gray code */
+    r ^= r >> s;
+  return r;
+}
+
+uint32_t nx_ring_next(const nx_algo_params *p, uint32_t n, uint32_t r) {
+  return nx_ring_rank(p, n, (nx_ring_pos(p, n, r) + 1) % n);
+}
+
+uint32_t nx_ring_prev(const nx_algo_params *p, uint32_t n, uint32_t r) {
+  return nx_ring_rank(p, n, (nx_ring_pos(p, n, r) + n - 1) % n);
+}
+
+uint32_t nx_tree_vrank(const nx_algo_params *p, uint32_t n, uint32_t r, uint32_t root) {
+  return nx_algo_xor_graph(p, n) ? r ^ root : (r + n - root) % n;
+}
+
+uint32_t nx_tree_rank(const nx_algo_params *p, uint32_t n, uint32_t v, uint32_t root) {
+  return nx_algo_xor_graph(p, n) ? v ^ root : (v + root) % n;
 }

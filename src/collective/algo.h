@@ -23,6 +23,11 @@ typedef struct nx_algo_params {
   size_t gather_binomial_max;  /* gather/scatter: binomial tree up to this total (64 KiB) */
   size_t scan_chain_min;       /* scan: pipelined chain from here (256 KiB) */
   size_t scan_segment;         /* scan chain segment (256 KiB) */
+  /* the sparse graph the communicator's ranks are the nodes of (its ranks
+   * are the member ids of a sparse world); 0: full mesh, or a communicator
+   * whose ranks are not the graph's nodes (split, recovered) */
+  int topology;
+  uint32_t degree;
 } nx_algo_params;
 
 /* The built-in parameters (see algo.c). */
@@ -64,6 +69,20 @@ void nx_seg_range(size_t len, size_t seg_elems, size_t s, size_t *off, size_t *n
  * element more (offsets and lengths in elements). */
 size_t nx_chunk_off(size_t count, uint32_t n, uint32_t c);
 size_t nx_chunk_len(size_t count, uint32_t n, uint32_t c);
+
+/* Neighbour-only schedules (API.md "Topologies"). On a hypercube of a
+ * power-of-two world, every XOR partner is a neighbour, the ring algorithms
+ * follow the Gray-code cycle (consecutive positions differ in one bit) and
+ * rooted trees use virtual ranks r XOR root (a tree edge flips one bit). On
+ * a k-regular circulant, r +- 1 are neighbours: rings and chains as they are.
+ * Elsewhere: positions are ranks, virtual ranks (r - root) mod n. */
+int nx_algo_xor_graph(const nx_algo_params *p, uint32_t n); /* hypercube, n a power of two */
+uint32_t nx_ring_rank(const nx_algo_params *p, uint32_t n, uint32_t pos); /* rank at pos */
+uint32_t nx_ring_pos(const nx_algo_params *p, uint32_t n, uint32_t r);
+uint32_t nx_ring_next(const nx_algo_params *p, uint32_t n, uint32_t r);
+uint32_t nx_ring_prev(const nx_algo_params *p, uint32_t n, uint32_t r);
+uint32_t nx_tree_vrank(const nx_algo_params *p, uint32_t n, uint32_t r, uint32_t root);
+uint32_t nx_tree_rank(const nx_algo_params *p, uint32_t n, uint32_t v, uint32_t root);
 
 /* Largest power of two <= n (n >= 1). */
 uint32_t nx_pow2_floor(uint32_t n);

@@ -35,8 +35,9 @@ typedef struct ring {
   const char *in;
   char *inplace, *out;
   const size_t *ccnt, *coff; /* chunk table (reduce_scatter_v), else NULL: even split */
-  char *dbl[2]; /* reduce_scatter accumulators for steps 0..n-3 (chunk-sized) */
-  char *slots;  /* win receive slots */
+  const nx_algo_params *ap;  /* r is a ring position; chunk c is the block of position c */
+  char *dbl[2];              /* reduce_scatter accumulators for steps 0..n-3 (chunk-sized) */
+  char *slots;               /* win receive slots */
   size_t slot_elems;
   size_t *rs_soff, *ag_soff; /* first send index of each step */
   nx_sid *rs_send, *ag_send;
@@ -51,9 +52,11 @@ typedef struct ring_it {
 } ring_it;
 
 static size_t chunk_len(const ring *g, uint32_t c) {
+  c = nx_ring_rank(g->ap, g->n, c);
   return g->ccnt ? g->ccnt[c] : nx_chunk_len(g->count, g->n, c);
 }
 static size_t chunk_off(const ring *g, uint32_t c) {
+  c = nx_ring_rank(g->ap, g->n, c);
   return g->coff ? g->coff[c] : nx_chunk_off(g->count, g->n, c);
 }
 static uint32_t it_chunk(const ring *g, const ring_it *it) {
@@ -178,8 +181,10 @@ static int ring_go(ring *gp, size_t seg_elems, unsigned window) {
   nx_job *j = g.j;
   void *inplace = g.inplace;
   uint32_t n = g.n;
-  g.next = (g.r + 1) % n;
-  g.prev = (g.r + n - 1) % n;
+  g.ap = &j->params;
+  g.next = nx_ring_next(g.ap, n, g.r);
+  g.prev = nx_ring_prev(g.ap, n, g.r);
+  g.r = nx_ring_pos(g.ap, n, g.r); /* from here a position */
   g.win = window ? window : 1;
   size_t maxchunk = 0;
   for (uint32_t c = 0; c < n; c++)

@@ -2,38 +2,41 @@
  * Data is received straight into the caller's buffer and forwarded from it. */
 #include "collective/coll.h"
 
-/* Virtual rank v = (r - root) mod n. v > 0 receives from v minus its lowest
- * set bit, then sends to v + m for every power of two m below that bit. */
+/* Virtual rank v (nx_tree_vrank: (r - root) mod n, r XOR root on a hypercube). v > 0 receives from
+ * v minus its lowest set bit, then sends to v + m for every power of two m below that bit. */
 static int bcast_binomial(nx_job *j, char *buf, size_t bytes) {
-  uint32_t n = j->world, root = j->root, v = (j->rank + n - root) % n;
+  const nx_algo_params *ap = &j->params;
+  uint32_t n = j->world, root = j->root, v = nx_tree_vrank(ap, n, j->rank, root);
   uint32_t top = 1;
   while (top < n)
     top <<= 1;
   uint32_t low = v ? (v & (~v + 1)) : top;
   if (v) {
-    int rc = nx_j_sendrecv(j, 0, NULL, 0, (v - low + root) % n, buf, bytes, 0, 0);
+    int rc = nx_j_sendrecv(j, 0, NULL, 0, nx_tree_rank(ap, n, v - low, root), buf, bytes, 0, 0);
     if (rc) return rc;
   }
   nx_sid q[32] = {0};
   size_t nq = 0;
   for (uint32_t m = low >> 1; m >= 1; m >>= 1) {
     if (v + m >= n) continue;
-    int rc = nx_j_isend(j, (v + m + root) % n, 0, 0, buf, bytes, &q[nq++]);
+    int rc = nx_j_isend(j, nx_tree_rank(ap, n, v + m, root), 0, 0, buf, bytes, &q[nq++]);
     if (rc) return rc;
   }
   return nx_j_waitall(j, q, nq);
 }
 
-/* Chain in virtual-rank order, cut into whole-element segments: v receives
+/* Chain in ring order from the root (nx_ring_pos), cut into whole-element segments: v receives
  * segment s from v-1 and forwards it to v+1 while later segments arrive
  * (`window` receives posted ahead). */
 static int bcast_chain(nx_job *j, char *buf, size_t count) {
   const nx_algo_params *p = &j->params;
-  uint32_t n = j->world, root = j->root, v = (j->rank + n - root) % n;
+  uint32_t n = j->world, root = nx_ring_pos(p, j->world, j->root);
+  uint32_t v = (nx_ring_pos(p, n, j->rank) + n - root) % n; /* along the ring */
   size_t es = j->es, segel = nx_seg_elems(p->bcast_segment, es);
   size_t nseg = nx_seg_count(count, segel);
   unsigned win = p->window * 2;
-  uint32_t prev = (v + n - 1 + root) % n, next = (v + 1 + root) % n;
+  uint32_t prev = nx_ring_rank(p, n, (v + n - 1 + root) % n);
+  uint32_t next = nx_ring_rank(p, n, (v + 1 + root) % n);
   int last = v == n - 1;
   nx_sid *sends = NULL, *recvs = NULL;
   if (!last) {

@@ -244,7 +244,7 @@ static int first_send_to_next(const nx_job *j, uint32_t r) {
   if (j->kind != NX_COLL_ALL_REDUCE || j->count == 0 || (n & (n - 1)) != 0) return 0;
   nx_ar_algo a = nx_algo_allreduce(j->count, j->es, n, &j->params);
   if (n == 2) return a == NX_AR_RECDBL || j->count >= 2;
-  return a == NX_AR_RECDBL && (r & 1u) == 0;
+  return a == NX_AR_RECDBL && nx_ring_next(&j->params, n, r) == (r ^ 1u);
 }
 
 /* NEXAR_AVG: the algorithms reduce it as a sum; this step, the last of the
@@ -287,10 +287,12 @@ static int build_body(nx_job *j) {
   static const uint8_t token = 1;
   nx_sid q[2] = {0, 0};
   int rc = 0;
-  if (!first_send_to_next(j, (r + n - 1) % n))
-    rc = nx_j_irecv(j, (r + n - 1) % n, NX_ROUND_TOKEN, 0, &j->sink[4], 1, &q[0]);
+  /* the ring the ring algorithms use: neighbours on a sparse topology */
+  uint32_t prev = nx_ring_prev(&j->params, n, r), next = nx_ring_next(&j->params, n, r);
+  if (!first_send_to_next(j, prev))
+    rc = nx_j_irecv(j, prev, NX_ROUND_TOKEN, 0, &j->sink[4], 1, &q[0]);
   if (!rc && !first_send_to_next(j, r))
-    rc = nx_j_isend(j, (r + 1) % n, NX_ROUND_TOKEN, 0, &token, 1, &q[1]);
+    rc = nx_j_isend(j, next, NX_ROUND_TOKEN, 0, &token, 1, &q[1]);
   if (!rc) rc = run_algo(j);
   if (!rc) rc = nx_j_waitall(j, q, 2);
   return rc;
@@ -348,6 +350,7 @@ static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, i
   at->rank = nx_coll_rank(at->k);
   at->world = nx_coll_size(at->k);
   nx_algo_params_from_config(&at->params, nx_coll_config(at->k));
+  at->params.topology = nx_coll_graph(at->k, &at->params.degree);
   if (vrc) {
     /* Our own argument error is this caller's answer, even when a peer's
      * failure of the same collective reached the port first. */

@@ -33,7 +33,8 @@ static int allgather_recdbl(nx_job *j, char *recv, size_t blk) {
  * All receives are posted at once (they target distinct user regions). */
 static int allgather_ring(nx_job *j, char *recv, size_t count, size_t es) {
   const nx_algo_params *p = &j->params;
-  uint32_t n = j->world, r = j->rank, next = (r + 1) % n, prev = (r + n - 1) % n;
+  uint32_t n = j->world, r = nx_ring_pos(p, n, j->rank); /* r: position on the ring */
+  uint32_t next = nx_ring_next(p, n, j->rank), prev = nx_ring_prev(p, n, j->rank);
   size_t blk = count * es;
   size_t segel = blk >= p->large_msg_bytes || nx_algo_force_segment
                      ? nx_seg_elems(p->segment_bytes, es)
@@ -45,7 +46,7 @@ static int allgather_ring(nx_job *j, char *recv, size_t count, size_t es) {
   memset(rq, 0, 2 * steps * nseg * sizeof(nx_sid));
   int rc = 0;
   for (uint32_t s = 0; !rc && s < steps; s++) {
-    size_t b = ((size_t)r + 2 * (size_t)n - s - 1) % n;
+    size_t b = nx_ring_rank(p, n, (uint32_t)(((size_t)r + 2 * (size_t)n - s - 1) % n));
     for (size_t g = 0; !rc && g < nseg; g++) {
       size_t off, len;
       nx_seg_range(count, segel, g, &off, &len);
@@ -54,7 +55,7 @@ static int allgather_ring(nx_job *j, char *recv, size_t count, size_t es) {
     }
   }
   for (uint32_t s = 0; !rc && s < steps; s++) {
-    size_t b = ((size_t)r + n - s) % n;
+    size_t b = nx_ring_rank(p, n, (uint32_t)(((size_t)r + n - s) % n));
     for (size_t g = 0; !rc && g < nseg; g++) {
       size_t off, len;
       nx_seg_range(count, segel, g, &off, &len);

@@ -1,6 +1,7 @@
 /* Job helpers shared by every schedule: scratch memory that outlives a failed
  * schedule until nx_coll_end, and messaging wrappers. */
 #include "collective/coll.h"
+#include "proto/route.h"
 
 #include <stdlib.h>
 
@@ -105,12 +106,49 @@ void nx_j_call(nx_job *j, int (*fn)(void *job)) {
 }
 
 /* Dissemination: in round i every rank tells (r + 2^i) and hears from
- * (r - 2^i); after ceil(log2 n) rounds each has heard from all, transitively.
+ * (r - 2^i); after ceil(log2 n) rounds each has heard from all, transitively
+ * (on sparse topologies: exchanges with neighbours only, see above).
  * Also used for count-0 collectives so their signature is still checked. */
+/* Sparse topologies: every rank tells all its neighbours, once per round,
+ * for as many rounds as the graph's diameter (at most): after round t a rank
+ * has heard from every rank within t hops. */
+static int sync_flood(nx_job *j, uint32_t round) {
+  const nx_algo_params *p = &j->params;
+  uint32_t n = j->world, rounds = 0, nb[64];
+  if (p->topology == NEXAR_TOPO_K_REGULAR) {
+    uint32_t h = p->degree / 2;
+    rounds = (n / 2 + h - 1) / h;
+  } else {
+    while ((1u << rounds) < n) /* an incomplete hypercube: at most ceil(log2 n) */
+      rounds++;
+  }
+  uint32_t k = nx_topo_neighbors(p->topology, p->degree, n, j->rank, NULL, nb, 64);
+  if (k > 64) return nx_fail(NEXAR_ERR_UNSUPPORTED, "%s: %u neighbours", nx_job_name(j), k);
+  nx_sid q[128];
+  for (uint32_t t = 0; t < rounds; t++, round++) {
+    for (uint32_t i = 0; i < k; i++) {
+      int rc = nx_j_isend0(j, nb[i], round, 0, j->sink, 0, &q[2 * i]);
+      if (!rc) rc = nx_j_irecv0(j, nb[i], round, 0, j->sink, 0, &q[2 * i + 1]);
+      if (rc) return rc;
+    }
+    int rc = nx_j_waitall(j, q, 2 * (size_t)k);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 int nx_sync(nx_job *j, uint32_t round0) {
   uint32_t n = j->world, r = j->rank;
   static const uint8_t token = 1;
   uint32_t round = round0;
+  if (nx_algo_xor_graph(&j->params, n)) { /* recursive doubling: partners are neighbours */
+    for (uint32_t m = 1; m < n; m <<= 1, round++) {
+      int rc = nx_j_sendrecv(j, r ^ m, &token, 1, r ^ m, j->sink, 1, round, 0);
+      if (rc) return rc;
+    }
+    return 0;
+  }
+  if (j->params.topology) return sync_flood(j, round);
   for (uint32_t d = 1; d < n; d <<= 1, round++) {
     int rc = nx_j_sendrecv(j, (r + d) % n, &token, 1, (r + n - d) % n, j->sink, 1, round, 0);
     if (rc) return rc;

@@ -26,8 +26,9 @@ int nx_run_reduce_scatter(nx_job *j) {
  * left). Only the root's buffer is written; a non-root with children works in
  * scratch, a leaf sends its buffer as is. */
 int nx_run_reduce(nx_job *j) {
+  const nx_algo_params *ap = &j->params;
   uint32_t n = j->world, root = j->root;
-  uint32_t v = (j->rank + n - root) % n;
+  uint32_t v = nx_tree_vrank(ap, n, j->rank, root);
   size_t bytes = j->count * j->es;
   if (n == 1) return 0;
   if (j->count == 0) return nx_sync(j, 0);
@@ -45,11 +46,11 @@ int nx_run_reduce(nx_job *j) {
   uint32_t round = 0;
   for (uint32_t mask = 1; mask < n; mask <<= 1, round++) {
     if (v & mask) {
-      uint32_t parent = (v - mask + root) % n;
+      uint32_t parent = nx_tree_rank(ap, n, v - mask, root);
       return nx_j_sendrecv(j, parent, acc, bytes, 0, NULL, 0, round, 0);
     }
     if (v + mask < n) {
-      uint32_t child = (v + mask + root) % n;
+      uint32_t child = nx_tree_rank(ap, n, v + mask, root);
       int rc = nx_j_sendrecv(j, 0, NULL, 0, child, tmp, bytes, round, 0);
       if (rc) return rc;
       nx_j_reduce3(j, acc, acc, tmp, j->count);

@@ -233,6 +233,16 @@ uint32_t nx_coll_size(const nx_coll *k) {
 uint64_t nx_coll_seq(const nx_coll *k) {
   return k->ac.seq;
 }
+int nx_coll_graph(const nx_coll *k, uint32_t *degree) {
+  const nx_comm *c = k->c;
+  const nx_ep *ep = c->ep;
+  *degree = ep->route.degree;
+  if (!ep->route.topology || c->size != ep->route.world) return 0;
+  for (uint32_t i = 0; i < c->size; i++)
+    if (c->members[i] != i) return 0;
+  return ep->route.topology;
+}
+
 const nexar_config *nx_coll_config(const nx_coll *k) {
   return &k->c->cfg;
 }

@@ -62,6 +62,10 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out);
 uint32_t nx_coll_rank(const nx_coll *k);
 uint32_t nx_coll_size(const nx_coll *k);
 uint64_t nx_coll_seq(const nx_coll *k);
+/* The sparse topology whose nodes the communicator's ranks are (rank i is
+ * member id i of the world the graph was formed over), degree in *degree;
+ * 0 (full mesh) otherwise: then schedules may need relays. */
+int nx_coll_graph(const nx_coll *k, uint32_t *degree);
 /* The communicator's configuration (algorithm thresholds). */
 const nexar_config *nx_coll_config(const nx_coll *k);
 /* Timeout for this collective in ms (collective or barrier timeout; 0 = none). */
@@ -105,7 +109,7 @@ int nx_coll_end(nx_coll *k, int rc);
 int nx_comm_derive(nexar_client *parent, uint64_t comm_id, const uint32_t *members, uint32_t n,
                    nexar_client **out);
 /* The same for a successor view (epoch = the parent's + 1). */
-int nx_comm_derive_view(nexar_client *parent, uint64_t comm_id, const uint32_t *members,
-                        uint32_t n, uint64_t epoch, nexar_client **out);
+int nx_comm_derive_view(nexar_client *parent, uint64_t comm_id, const uint32_t *members, uint32_t n,
+                        uint64_t epoch, nexar_client **out);
 
 #endif

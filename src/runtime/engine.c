@@ -141,9 +141,9 @@ int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_
   ep->world = world;
   ep->route = (nx_route){.world = world, .me = rank};
   memcpy(ep->cluster_id, cluster_id, 16);
-  ep->creds = creds;
-  int rrc = nx_relay_start(ep, creds);
+  int rrc = nx_relay_start(ep, creds); /* before ep owns creds: the caller frees them */
   if (rrc) return rrc;
+  ep->creds = creds;
   nx_quic_start(ep->quic, creds, cluster_id, world);
   nx_log_set_rank(rank);
   int brc = nx_bulk_start(ep);
