@@ -151,8 +151,8 @@ static void gather(const nx_rflow *f, uint64_t off, uint8_t *dst, uint64_t n) {
   }
 }
 
-/* Signs and queues the flow's next segment. */
-static int emit(nx_ep *ep, nx_rflow *f) {
+/* A signed DATA segment of flow f at f->sent (malloc'd, *len bytes). */
+static int build_segment(nx_ep *ep, const nx_rflow *f, uint8_t **out, size_t *len) {
   uint64_t n = NX_MIN((uint64_t)NX_RELAY_SEG, f->total - f->sent);
   size_t certlen = 0;
   const uint8_t *cert = f->sent == 0 ? nx_signer_cert(ep->signer, &certlen) : NULL;
@@ -174,10 +174,39 @@ static int emit(nx_ep *ep, nx_rflow *f) {
   }
   h.siglen = (uint16_t)siglen;
   nx_relay_hdr_encode(&h, b);
-  rc = send_body(ep, f->path[0], b, NX_RELAY_HDR_LEN + certlen + (size_t)n + siglen, 0);
-  if (rc) return rc;
-  f->sent += n;
+  *out = b;
+  *len = NX_RELAY_HDR_LEN + certlen + (size_t)n + siglen;
   return 0;
+}
+
+/* Signs and queues the flow's next segment. */
+static int emit(nx_ep *ep, nx_rflow *f) {
+  uint8_t *b;
+  size_t len;
+  int rc = build_segment(ep, f, &b, &len);
+  if (!rc) rc = send_body(ep, f->path[0], b, len, 0);
+  if (rc) return rc;
+  f->sent += NX_MIN((uint64_t)NX_RELAY_SEG, f->total - f->sent);
+  return 0;
+}
+
+int nx_relay_test_segment(nx_ep *ep, uint32_t dest, uint64_t seq, const nx_frame *fr,
+                          const void *payload, size_t len, uint8_t **out, size_t *outlen) {
+  if (!ep->signer || len > NX_RELAY_SEG - NX_FRAME_HDR_LEN)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "relay test segment");
+  nx_rflow f = {0};
+  nexar_iovec v = {(void *)payload, len};
+  nx_frame x = *fr;
+  x.src = ep->rank;
+  x.length = len;
+  nx_frame_encode(&x, f.hdr);
+  f.iov = &v;
+  f.niov = 1;
+  f.dest = dest;
+  f.seq = seq;
+  f.total = NX_FRAME_HDR_LEN + len;
+  f.ttl = 8;
+  return build_segment(ep, &f, out, outlen);
 }
 
 static void flow_free(nx_ep *ep, nx_rflow *f, int rc, const char *why) {
@@ -299,7 +328,7 @@ static void rin_abort(nx_ep *ep, nx_peer *o, nx_rin *x, int code, const char *wh
 /* A DATA segment for this rank. */
 static void on_data(nx_ep *ep, const nx_relay_hdr *h, const uint8_t *body) {
   nx_peer *o = h->origin < ep->world ? ep->peers[h->origin] : NULL;
-  if (!o || !o->relayed || o->state == NX_PEER_DEAD) {
+  if (!o || !o->relayed || o->state == NX_PEER_DEAD || !ep->signer) {
     ep->relay_drop_auth++; /* a neighbour's messages come directly */
     NX_DEBUG("relay: dropped a segment from rank %u (%s)", h->origin,
              o && o->state == NX_PEER_DEAD ? "lost" : "a neighbour");
