@@ -161,7 +161,24 @@ NEXAR_EXTERN void nexar_free(void *p);
 
 /* -------------------------------------------------------- configuration */
 
-/** Shape of the peer graph. */
+/** Shape of the peer graph. FULL_MESH connects every pair. K_REGULAR (degree
+ *  K, even, 2 <= K < world) connects rank r to r+-1 .. r+-K/2 (mod world);
+ *  HYPERCUBE connects r to r XOR 2^i for every i with r XOR 2^i < world (the
+ *  incomplete hypercube for other worlds: still connected, distances at most
+ *  ceil(log2 world)). A rank opens connections only to its neighbours;
+ *  point-to-point and RPC to any rank are relayed along the shortest path of
+ *  live neighbours, ties broken by the lowest rank, signed by their origin
+ *  (a relay cannot forge or alter them; forged ones are dropped and counted,
+ *  nexar_relay_stats). Collectives on the world's own communicator use
+ *  schedules whose steps are between neighbours (except all-to-all, gather,
+ *  scatter, scans and the v-forms, which relay); on split or recovered
+ *  communicators they relay where needed. A rank lost on a relay's path
+ *  fails the operations routed through it with NEXAR_ERR_PEER_LOST naming the
+ *  relay; later operations route around the dead. nexar_recover over a live
+ *  graph that no longer connects the survivors fails with
+ *  NEXAR_ERR_ABORTED ("partitioned"). A K the world cannot have is
+ *  NEXAR_ERR_INVALID_ARGUMENT naming config.topology_degree when the world
+ *  forms; elastic growth of a sparse world is NEXAR_ERR_UNSUPPORTED. */
 typedef enum {
   NEXAR_TOPO_FULL_MESH = 0,
   NEXAR_TOPO_K_REGULAR = 1,

@@ -109,6 +109,11 @@ int nx_ep_peer_init(nx_ep *ep, nx_peer *p, uint32_t id, int self, const char *ad
 int nx_ep_add_peer_locked(nx_ep *ep, uint32_t id, const char *addr) {
   if (!addr || !*addr || id == ep->rank)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "admitting member %u: no address", id);
+  if (ep->route.topology) /* the graph, hence every rank's neighbours, would change */
+    return nx_fail(NEXAR_ERR_UNSUPPORTED,
+                   "admitting member %u: a sparse topology does not grow (elastic joins need "
+                   "full_mesh)",
+                   id);
   if (id >= NX_PEER_ID_MAX)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "admitting member %u: ids end at %u", id,
                    NX_PEER_ID_MAX);
