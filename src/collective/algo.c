@@ -31,6 +31,9 @@
 #include "collective/algo.h"
 
 #include <nexar/nexar.h>
+#include <stdlib.h>
+
+#include "proto/route.h"
 
 int nx_algo_force_allreduce = -1;
 int nx_algo_force_broadcast = -1;
@@ -107,7 +110,9 @@ nx_bc_algo nx_algo_broadcast(size_t count, size_t es, uint32_t world, const nx_a
   if (world <= 1 || count == 0) return NX_BC_NONE;
   if (nx_algo_force_broadcast > NX_BC_NONE && nx_algo_force_broadcast <= NX_BC_CHAIN)
     return (nx_bc_algo)nx_algo_force_broadcast;
-  if (p->topology == NEXAR_TOPO_K_REGULAR) return NX_BC_CHAIN;
+  if (p->topology == NEXAR_TOPO_K_REGULAR)
+    return bytes_of(count, es) >= p->bcast_chain_min ? NX_BC_CHAIN : NX_BC_TREE;
+  if (p->topology == NEXAR_TOPO_HYPERCUBE && !is_pow2(world)) return NX_BC_TREE;
   if (world > 2 && bytes_of(count, es) >= p->bcast_chain_min) return NX_BC_CHAIN;
   return NX_BC_BINOMIAL;
 }
@@ -195,4 +200,48 @@ uint32_t nx_tree_vrank(const nx_algo_params *p, uint32_t n, uint32_t r, uint32_t
 
 uint32_t nx_tree_rank(const nx_algo_params *p, uint32_t n, uint32_t v, uint32_t root) {
   return nx_algo_xor_graph(p, n) ? v ^ root : (v + root) % n;
+}
+
+uint32_t nx_bfs_tree(const nx_algo_params *p, uint32_t n, uint32_t root, uint32_t r,
+                     uint32_t *parent, uint32_t *children, uint32_t cap) {
+  uint32_t maxdeg = p->topology == NEXAR_TOPO_K_REGULAR ? p->degree : 32, k = 0;
+  uint32_t *dist = malloc((size_t)n * sizeof *dist), *queue = malloc((size_t)n * sizeof *queue);
+  uint32_t *nb = malloc((size_t)maxdeg * sizeof *nb), *nb2 = malloc((size_t)maxdeg * sizeof *nb2);
+  *parent = UINT32_MAX - 1;
+  if (!dist || !queue || !nb || !nb2) goto out;
+  for (uint32_t v = 0; v < n; v++)
+    dist[v] = UINT32_MAX;
+  size_t qh = 0, qt = 0;
+  dist[root] = 0;
+  queue[qt++] = root;
+  while (qh < qt) {
+    uint32_t u = queue[qh++];
+    uint32_t m = nx_topo_neighbors(p->topology, p->degree, n, u, NULL, nb, maxdeg);
+    for (uint32_t i = 0; i < m && i < maxdeg; i++)
+      if (dist[nb[i]] == UINT32_MAX) dist[nb[i]] = dist[u] + 1, queue[qt++] = nb[i];
+  }
+  uint32_t m = nx_topo_neighbors(p->topology, p->degree, n, r, NULL, nb, maxdeg);
+  *parent = UINT32_MAX;
+  for (uint32_t i = 0; i < m && i < maxdeg && r != root; i++)
+    if (dist[nb[i]] + 1 == dist[r]) {
+      *parent = nb[i]; /* ascending: the first is the lowest */
+      break;
+    }
+  for (uint32_t i = 0; i < m && i < maxdeg; i++) { /* neighbours whose parent is r */
+    uint32_t u = nb[i];
+    if (dist[u] != dist[r] + 1) continue;
+    uint32_t mu = nx_topo_neighbors(p->topology, p->degree, n, u, NULL, nb2, maxdeg), pu = u;
+    for (uint32_t x = 0; x < mu && x < maxdeg; x++)
+      if (dist[nb2[x]] + 1 == dist[u]) {
+        pu = nb2[x];
+        break;
+      }
+    if (pu == r) {
+      if (k < cap) children[k] = u;
+      k++;
+    }
+  }
+out:
+  free(dist), free(queue), free(nb), free(nb2);
+  return k;
 }

@@ -45,7 +45,9 @@ typedef enum nx_ar_algo {
   NX_AR_RING_PIPE, /* ring with whole-element segments, several in flight */
 } nx_ar_algo;
 
-typedef enum nx_bc_algo { NX_BC_NONE = 0, NX_BC_BINOMIAL, NX_BC_CHAIN } nx_bc_algo;
+/* NX_BC_TREE: the breadth-first spanning tree of a sparse graph from the
+ * root (a rank's parent is its next hop towards the root), sparse only. */
+typedef enum nx_bc_algo { NX_BC_NONE = 0, NX_BC_BINOMIAL, NX_BC_CHAIN, NX_BC_TREE } nx_bc_algo;
 typedef enum nx_ag_algo { NX_AG_NONE = 0, NX_AG_RECDBL, NX_AG_RING } nx_ag_algo;
 typedef enum nx_gs_algo { NX_GS_NONE = 0, NX_GS_BINOMIAL, NX_GS_DIRECT } nx_gs_algo;
 typedef enum nx_sc_algo { NX_SC_NONE = 0, NX_SC_RECDBL, NX_SC_CHAIN } nx_sc_algo;
@@ -83,6 +85,13 @@ uint32_t nx_ring_next(const nx_algo_params *p, uint32_t n, uint32_t r);
 uint32_t nx_ring_prev(const nx_algo_params *p, uint32_t n, uint32_t r);
 uint32_t nx_tree_vrank(const nx_algo_params *p, uint32_t n, uint32_t r, uint32_t root);
 uint32_t nx_tree_rank(const nx_algo_params *p, uint32_t n, uint32_t v, uint32_t root);
+/* The breadth-first spanning tree of the sparse graph p describes, rooted
+ * at root: r's parent (UINT32_MAX for the root) and its children in
+ * ascending order (at most cap; returns how many). A node's parent is its
+ * lowest neighbour one hop closer to the root, as routes choose. NOMEM as 0
+ * children and parent UINT32_MAX - 1 (the caller fails the collective). */
+uint32_t nx_bfs_tree(const nx_algo_params *p, uint32_t n, uint32_t root, uint32_t r,
+                     uint32_t *parent, uint32_t *children, uint32_t cap);
 
 /* Largest power of two <= n (n >= 1). */
 uint32_t nx_pow2_floor(uint32_t n);

@@ -67,6 +67,25 @@ static int bcast_chain(nx_job *j, char *buf, size_t count) {
   return last ? 0 : nx_j_waitall(j, sends, nseg);
 }
 
+/* Sparse graphs: down the breadth-first spanning tree from the root, every
+ * edge between neighbours (store-and-forward, depth = the root's
+ * eccentricity). */
+static int bcast_tree(nx_job *j, char *buf, size_t bytes) {
+  uint32_t parent, ch[64];
+  uint32_t k = nx_bfs_tree(&j->params, j->world, j->root, j->rank, &parent, ch, 64);
+  if (parent == UINT32_MAX - 1 || k > 64) return NEXAR_ERR_NOMEM;
+  if (parent != UINT32_MAX) {
+    int rc = nx_j_sendrecv(j, 0, NULL, 0, parent, buf, bytes, 0, 0);
+    if (rc) return rc;
+  }
+  nx_sid q[64] = {0};
+  for (uint32_t i = 0; i < k; i++) {
+    int rc = nx_j_isend(j, ch[i], 0, 0, buf, bytes, &q[i]);
+    if (rc) return rc;
+  }
+  return nx_j_waitall(j, q, k);
+}
+
 int nx_run_broadcast(nx_job *j) {
   switch (nx_algo_broadcast(j->count, j->es, j->world, &j->params)) {
   case NX_BC_NONE:
@@ -75,6 +94,8 @@ int nx_run_broadcast(nx_job *j) {
     return bcast_binomial(j, j->buf, j->count * j->es);
   case NX_BC_CHAIN:
     return bcast_chain(j, j->buf, j->count);
+  case NX_BC_TREE:
+    return bcast_tree(j, j->buf, j->count * j->es);
   }
   return nx_fail(NEXAR_ERR_UNSUPPORTED, "%s: no algorithm", nx_job_name(j));
 }
