@@ -539,10 +539,13 @@ static int nx_config_supported(const nexar_config *c) {
                    "): sparse topologies are not implemented yet; only full_mesh is, and a "
                    "full mesh is not formed in their place",
                    nx_topology_name(c->topology), c->topology_degree);
-  if (c->adapter)
-    return nx_fail(NEXAR_ERR_UNSUPPORTED,
-                   "config.adapter: device adapters are not implemented yet; buffers must be "
-                   "host memory and adapter NULL");
+  const nexar_device_adapter *a = c->adapter;
+  if (a && (a->struct_size < offsetof(nexar_device_adapter, to_host_async) || !a->to_host ||
+            !a->from_host))
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "config.adapter: struct_size %zu (at least %zu) with to_host and from_host "
+                   "set is required",
+                   a->struct_size, offsetof(nexar_device_adapter, to_host_async));
   return 0;
 }
 
