@@ -12,10 +12,10 @@
  * shadow with process_vm_readv), TCP bulk and the relays only ever see host
  * memory.
  *
- * From the schedule (data) each segment's touches are known: the first
- * step (in program order, which every conflicting access follows) tells
- * whether it must be copied out (read, or written only in part) or is fully
- * overwritten first (never copied out); the number of touches tells when it
+ * From the schedule (data) each segment's touches are known: whether it
+ * must be copied out (some step reads it, or writes only part of it) or is
+ * only ever overwritten whole (an output: never copied out); the number of
+ * touches tells when it
  * is no longer needed; a write makes it dirty. Segments are copied out in
  * first-use order up to NEXAR_DEVICE_PREFETCH ahead of their use, while the
  * earlier ones are on the wire; a step is held (sched gate) until its
@@ -358,7 +358,10 @@ int nx_dstage_new(nx_job *j, const nx_dstage_cbs *cb, nx_dstage **out) {
           g->seen = 1;
           g->first = i;
         }
-        if (g->first != i) continue;
+        /* A receive may be posted (in program order) before a send that
+         * reads the same bytes, ordered only through the network: so a
+         * segment is left un-copied only when every touch overwrites it
+         * whole and none reads it (an output-only buffer). */
         size_t a = off > g->off ? off : g->off;
         size_t e = off + len[o] < g->off + g->len ? off + len[o] : g->off + g->len;
         if ((mode[o] & T_R) || a != g->off || e != g->off + g->len) g->need_load = 1;
@@ -402,9 +405,10 @@ static void copy_task(void *arg) {
   if (rc) set_rc(d, rc);
   if (flush) release_pages(d, g);
   atomic_store(&g->state, flush ? SEG_GONE : SEG_LOADED);
-  nx_dstage_cbs cb = d->cb; /* d may be freed once inflight drops */
-  cb.wake(cb.arg);
+  nx_dstage_cbs cb = d->cb; /* d may be freed once inflight drops; the run
+                              * lives on by the reference cb.drop gives up */
   atomic_fetch_sub(&d->inflight, 1);
+  cb.wake(cb.arg); /* after the count: the run ends when it sees 0 */
   cb.drop(cb.arg);
 }
 

@@ -1,0 +1,16 @@
+# Device buffers (issue 13): the poisoned-device adapter (device memory kept
+# PROT_NONE, opened only inside the adapter's callbacks) on every collective
+# and p2p form, compared bit for bit with host buffers.
+set(NX_DEV_DIR ${CMAKE_CURRENT_LIST_DIR})
+add_executable(dev_test ${NX_DEV_DIR}/dev_test.c ${NX_DEV_DIR}/poison_dev.c)
+target_include_directories(dev_test PRIVATE ${NX_DEV_DIR})
+target_link_libraries(dev_test PRIVATE nexar_internal)
+add_test(NAME device.threads COMMAND dev_test threads)
+add_test(NAME device.async COMMAND dev_test async)
+add_test(NAME device.procs COMMAND dev_test procs)
+add_test(NAME device.bulk_tcp COMMAND dev_test threads)
+add_test(NAME device.fail COMMAND dev_test fail)
+set_tests_properties(device.threads device.async device.procs device.fail PROPERTIES TIMEOUT 120
+                     LABELS "device;collective;p2p")
+set_tests_properties(device.bulk_tcp PROPERTIES TIMEOUT 120 LABELS "device;collective;p2p;bulk"
+                     ENVIRONMENT "NEXAR_BULK_TCP_LOCAL=1;NEXAR_BULK_MIN_BYTES=0")
