@@ -106,7 +106,8 @@ static int wait_nb(int rc, nexar_request *q) {
   do {                                                                                             \
     if ((e)->nb) {                                                                                 \
       nexar_request *q_ = NULL;                                                                    \
-      return wait_nb(blocking##_nb(__VA_ARGS__, &q_), q_);                                         \
+      int rc_ = blocking##_nb(__VA_ARGS__, &q_);                                                   \
+      return wait_nb(rc_, q_);                                                                     \
     }                                                                                              \
     return blocking(__VA_ARGS__);                                                                  \
   } while (0)
