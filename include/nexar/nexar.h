@@ -696,8 +696,7 @@ typedef struct nexar_device_adapter {
    * event it got exactly once, also after a failure or an abort. Host
    * buffers stay untouched until the event is done. */
   int (*to_host_async)(void *ctx, void *host_dst, const void *dev_src, size_t len, void **event);
-  int (*from_host_async)(void *ctx, void *dev_dst, const void *host_src, size_t len,
-                         void **event);
+  int (*from_host_async)(void *ctx, void *dev_dst, const void *host_src, size_t len, void **event);
   int (*event_query)(void *ctx, void *event);
   void (*event_release)(void *ctx, void *event);
   /* Optional pinned host memory for staging buffers (NULL: malloc); NULL

@@ -300,7 +300,7 @@ int nx_job_build(nx_job *j) {
   int rc = build_body(j);
   if (!rc && j->world > 1 && is_reduction(j->kind) && j->op == NEXAR_AVG) {
     nx_sched_wait_all(&j->sched); /* no send still reads what is divided */
-    avg_steps(j); /* steps on the buffers, so device staging sees them */
+    avg_steps(j);                 /* steps on the buffers, so device staging sees them */
   }
   return rc;
 }
@@ -397,7 +397,8 @@ int nexar_all_gather(nexar_client *c, const void *send, void *recv, size_t count
   JOB(NX_COLL_ALL_GATHER, .send = send, .recv = recv, .count = count, .dt = dt);
   return coll_call(&j, 0, NULL);
 }
-int nx_all_gather_host(nexar_client *c, const void *send, void *recv, size_t count, nexar_dtype dt) {
+int nx_all_gather_host(nexar_client *c, const void *send, void *recv, size_t count,
+                       nexar_dtype dt) {
   JOB(NX_COLL_ALL_GATHER, .send = send, .recv = recv, .count = count, .dt = dt, .host_only = 1);
   return coll_call(&j, 0, NULL);
 }

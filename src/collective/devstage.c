@@ -309,8 +309,8 @@ int nx_dstage_new(nx_job *j, const nx_dstage_cbs *cb, nx_dstage **out) {
   }
   for (uint32_t i = 0; i < d->nreg; i++) {
     size_t pg = 4096, ml = (r[i].len + pg - 1) / pg * pg;
-    void *m = mmap(NULL, ml, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
+    void *m =
+        mmap(NULL, ml, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) {
       nx_dstage_free(d);
       return nx_fail(NEXAR_ERR_NOMEM, "%s: no address space for a %zu-byte device shadow", name,
@@ -406,7 +406,7 @@ static void copy_task(void *arg) {
   if (flush) release_pages(d, g);
   atomic_store(&g->state, flush ? SEG_GONE : SEG_LOADED);
   nx_dstage_cbs cb = d->cb; /* d may be freed once inflight drops; the run
-                              * lives on by the reference cb.drop gives up */
+                             * lives on by the reference cb.drop gives up */
   atomic_fetch_sub(&d->inflight, 1);
   cb.wake(cb.arg); /* after the count: the run ends when it sees 0 */
   cb.drop(cb.arg);
@@ -416,8 +416,9 @@ static void start_copy(nx_dstage *d, dseg *g, int flush) {
   atomic_store(&g->state, flush ? SEG_FLUSHING : SEG_LOADING);
   dreg *r = &d->reg[g->reg];
   if (d->async) {
-    int rc = flush ? nx_dev_issue(d->ad, 1, r->dev + g->off, r->sh + g->off, g->len, &g->ev, d->name)
-                   : nx_dev_issue(d->ad, 0, r->sh + g->off, r->dev + g->off, g->len, &g->ev, d->name);
+    int rc = flush
+                 ? nx_dev_issue(d->ad, 1, r->dev + g->off, r->sh + g->off, g->len, &g->ev, d->name)
+                 : nx_dev_issue(d->ad, 0, r->sh + g->off, r->dev + g->off, g->len, &g->ev, d->name);
     if (rc) {
       set_rc(d, rc);
       atomic_store(&g->state, flush ? SEG_GONE : SEG_LOADED);

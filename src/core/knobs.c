@@ -55,7 +55,7 @@ static const nx_knob_name nx_impl_names[] = {
     (uint64_t)1 << 30, NULL)                                                                       \
   X(device_prefetch, "NEXAR_DEVICE_PREFETCH", NX_KB_U32, 8, 1, 1024, NULL)                         \
   X(device_copy_threads, "NEXAR_DEVICE_COPY_THREADS", NX_KB_U32, 2, 1, 16, NULL)                   \
-  X(test_impair, "NEXAR_TEST_IMPAIR", NX_KB_STR, 0, 0, 512, NULL)                                 \
+  X(test_impair, "NEXAR_TEST_IMPAIR", NX_KB_STR, 0, 0, 512, NULL)                                  \
   X(test_agree_exit, "NEXAR_TEST_AGREE_EXIT", NX_KB_STR, 0, 0, 32, NULL)
 
 typedef struct nx_knob_entry {

@@ -28,8 +28,9 @@ static int dev_stage_out(nexar_client *c, const nexar_iovec *iov, size_t n, uint
                          void **host) {
   const nexar_device_adapter *ad = c->cfg.adapter;
   *host = nx_dev_host_alloc(ad, (size_t)total);
-  if (!*host) return nx_fail(NEXAR_ERR_NOMEM, "send: %llu bytes of device staging",
-                             (unsigned long long)total);
+  if (!*host)
+    return nx_fail(NEXAR_ERR_NOMEM, "send: %llu bytes of device staging",
+                   (unsigned long long)total);
   size_t off = 0;
   for (size_t i = 0; i < n; i++) {
     int rc = nx_dev_copy(ad, 0, (char *)*host + off, iov[i].base, iov[i].len,

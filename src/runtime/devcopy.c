@@ -44,8 +44,7 @@ int nx_dev_query(const nexar_device_adapter *a, void *ev, const char *what) {
   int q = a->event_query(a->ctx, ev);
   if (q == 0) return 0;
   a->event_release(a->ctx, ev);
-  if (q < 0)
-    return nx_fail(NEXAR_ERR_IO, "%s: a device copy failed (event query %d)", what, q);
+  if (q < 0) return nx_fail(NEXAR_ERR_IO, "%s: a device copy failed (event query %d)", what, q);
   return 1;
 }
 

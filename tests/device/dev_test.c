@@ -70,8 +70,8 @@ static void fill(void *p, size_t bytes, uint32_t rank, int salt, nexar_dtype dt)
  * pre-filled with a pattern; both outputs (and inputs) must match. */
 typedef int (*form_fn)(env *e, nexar_client *c, void *in, void *out, size_t cnt, nexar_dtype dt);
 
-static void run_form(env *e, const char *name, form_fn fn, size_t in_el, size_t out_el,
-                     size_t cnt, nexar_dtype dt) {
+static void run_form(env *e, const char *name, form_fn fn, size_t in_el, size_t out_el, size_t cnt,
+                     nexar_dtype dt) {
   size_t es = nexar_dtype_size(dt), ib = in_el * es, ob = out_el * es;
   char *hi = malloc(ib + 1), *ho = malloc(ob + 1), *chk = malloc((ib > ob ? ib : ob) + 1);
   char *di = pd_alloc(ib), *dout = pd_alloc(ob);
@@ -87,7 +87,8 @@ static void run_form(env *e, const char *name, form_fn fn, size_t in_el, size_t 
   pd_get(chk, dout, ob);
   if (memcmp(chk, ho, ob)) {
     size_t k = 0;
-    while (chk[k] == ho[k]) k++;
+    while (chk[k] == ho[k])
+      k++;
     FAIL("%s count %zu %s rank %u: device output differs at byte %zu of %zu", name, cnt,
          nexar_dtype_name(dt), e->r, k, ob);
   }
@@ -171,12 +172,14 @@ static size_t vc(size_t n, uint32_t i) {
 }
 static int f_agv(env *e, nexar_client *c, void *in, void *out, size_t n, nexar_dtype dt) {
   size_t rc[16], rd[16], o = 0;
-  for (uint32_t i = 0; i < e->n; i++) rc[i] = vc(n, i), rd[i] = o, o += rc[i];
+  for (uint32_t i = 0; i < e->n; i++)
+    rc[i] = vc(n, i), rd[i] = o, o += rc[i];
   NB(e, nexar_all_gather_v, c, in, vc(n, e->r), out, rc, rd, dt);
 }
 static int f_rsv(env *e, nexar_client *c, void *in, void *out, size_t n, nexar_dtype dt) {
   size_t rc[16];
-  for (uint32_t i = 0; i < e->n; i++) rc[i] = vc(n, i);
+  for (uint32_t i = 0; i < e->n; i++)
+    rc[i] = vc(n, i);
   NB(e, nexar_reduce_scatter_v, c, in, out, rc, dt, red(dt));
 }
 static int f_a2av(env *e, nexar_client *c, void *in, void *out, size_t n, nexar_dtype dt) {
@@ -189,12 +192,14 @@ static int f_a2av(env *e, nexar_client *c, void *in, void *out, size_t n, nexar_
 }
 static int f_gv(env *e, nexar_client *c, void *in, void *out, size_t n, nexar_dtype dt) {
   size_t rc[16], rd[16], o = 0;
-  for (uint32_t i = 0; i < e->n; i++) rc[i] = vc(n, i), rd[i] = o, o += n;
+  for (uint32_t i = 0; i < e->n; i++)
+    rc[i] = vc(n, i), rd[i] = o, o += n;
   NB(e, nexar_gather_v, c, in, vc(n, e->r), out, rc, rd, dt, 1 % e->n);
 }
 static int f_sv(env *e, nexar_client *c, void *in, void *out, size_t n, nexar_dtype dt) {
   size_t sc[16], sd[16], o = 0;
-  for (uint32_t i = 0; i < e->n; i++) sc[i] = vc(n, i), sd[i] = o, o += n;
+  for (uint32_t i = 0; i < e->n; i++)
+    sc[i] = vc(n, i), sd[i] = o, o += n;
   NB(e, nexar_scatter_v, c, in, sc, sd, out, vc(n, e->r), dt, 0);
 }
 static int f_p2p(env *e, nexar_client *c, void *in, void *out, size_t n, nexar_dtype dt) {
@@ -205,7 +210,8 @@ static int f_p2p(env *e, nexar_client *c, void *in, void *out, size_t n, nexar_d
   int rc = nexar_recv_nb(c, out, b, from, 8, &r);
   if (!rc) rc = nexar_send_nb(c, in, b, to, 8, &s);
   int done = 0;
-  while (!rc && !done) rc = nexar_test(r, &done); /* test, then wait: both copy in once */
+  while (!rc && !done)
+    rc = nexar_test(r, &done); /* test, then wait: both copy in once */
   int a = nexar_wait(r), z = nexar_wait(s);
   return rc ? rc : a ? a : z;
 }
@@ -281,7 +287,7 @@ static void rank_main(env *e, int quick) {
         for (size_t k = 0; k < 4; k++) {
           nexar_dtype dt = dts[d];
           size_t cnt = k < 3 ? counts[k] : (3u << 20) / nexar_dtype_size(dt) + 1;
-          if (k == 3 && (!forms[f].large || quick || (d != 0 && nb)) ) continue;
+          if (k == 3 && (!forms[f].large || quick || (d != 0 && nb))) continue;
           const form *fm = &forms[f];
           size_t in = fm->in_mul < 0 ? cnt * e->n : cnt * (size_t)fm->in_mul;
           size_t out = fm->out_mul < 0 ? cnt * e->n : cnt * (size_t)fm->out_mul;
@@ -321,8 +327,10 @@ static int run_threads(int async) {
     a[i] = (targ){{h[i], d[i], i, N_THREADS, 0}, async};
     pthread_create(&t[i], NULL, thr, &a[i]);
   }
-  for (uint32_t i = 0; i < N_THREADS; i++) pthread_join(t[i], NULL);
-  for (uint32_t i = 0; i < N_THREADS; i++) nexar_client_del(h[i]), nexar_client_del(d[i]);
+  for (uint32_t i = 0; i < N_THREADS; i++)
+    pthread_join(t[i], NULL);
+  for (uint32_t i = 0; i < N_THREADS; i++)
+    nexar_client_del(h[i]), nexar_client_del(d[i]);
   return failures;
 }
 
@@ -347,6 +355,9 @@ static int run_procs(void) {
       dc.adapter = &ad;
       env e = {0};
       RC(nexar_join(&e.h, nexar_seed_addr(sh), &hc), "join host");
+      /* the seed numbers ranks by arrival: host rank 1 joins the second
+       * world a little later, so both worlds number the processes alike */
+      if (nexar_rank(e.h)) usleep(500000);
       RC(nexar_join(&e.d, nexar_seed_addr(sd), &dc), "join device");
       e.r = nexar_rank(e.d);
       e.n = 2;
@@ -405,13 +416,16 @@ static int run_fail(void) {
   pd_fail_after(3);
   pthread_t t[2];
   env e[2] = {{NULL, d[0], 0, 2, 0}, {NULL, d[1], 1, 2, 0}};
-  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, fail_thr, &e[i]);
-  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, fail_thr, &e[i]);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], NULL);
   pd_fail_after(0);
   nexar_client_del(d[0]);
   nexar_client_del(d[1]);
   /* an adapter without callbacks is refused */
-  nexar_device_adapter bad = {sizeof bad, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+  nexar_device_adapter bad = {sizeof bad, NULL, NULL, NULL, NULL, NULL,
+                              NULL,       NULL, NULL, NULL, NULL};
   dc.adapter = &bad;
   rc = nexar_bootstrap_local(d, 2, &dc);
   if (rc != NEXAR_ERR_INVALID_ARGUMENT) FAIL("adapter without callbacks: %d", rc);

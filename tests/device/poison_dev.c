@@ -51,7 +51,8 @@ static void in_dev(const void *p, size_t n) {
 static void copy(void *dst, const void *src, size_t n, const void *dev) {
   in_dev(dev, n);
   if (!n) return;
-  uintptr_t a = (uintptr_t)dev & ~(uintptr_t)4095, e = ((uintptr_t)dev + n + 4095) & ~(uintptr_t)4095;
+  uintptr_t a = (uintptr_t)dev & ~(uintptr_t)4095,
+            e = ((uintptr_t)dev + n + 4095) & ~(uintptr_t)4095;
   pthread_mutex_lock(&pd_mu);
   mprotect((void *)a, e - a, PROT_READ | PROT_WRITE);
   memcpy(dst, src, n);
@@ -102,7 +103,8 @@ static int mk_ev(void **out) {
   if (!e) return -12;
   clock_gettime(CLOCK_MONOTONIC, &e->due);
   e->due.tv_nsec += (long)pd_sleep_us * 1000;
-  while (e->due.tv_nsec >= 1000000000L) e->due.tv_sec++, e->due.tv_nsec -= 1000000000L;
+  while (e->due.tv_nsec >= 1000000000L)
+    e->due.tv_sec++, e->due.tv_nsec -= 1000000000L;
   *out = e;
   return 0;
 }
@@ -123,7 +125,8 @@ static int query(void *ctx, void *p) {
   ev *e = p;
   struct timespec now;
   clock_gettime(CLOCK_MONOTONIC, &now);
-  return now.tv_sec > e->due.tv_sec || (now.tv_sec == e->due.tv_sec && now.tv_nsec >= e->due.tv_nsec);
+  return now.tv_sec > e->due.tv_sec ||
+         (now.tv_sec == e->due.tv_sec && now.tv_nsec >= e->due.tv_nsec);
 }
 static void release(void *ctx, void *p) {
   (void)ctx;
