@@ -63,11 +63,12 @@ static int cfg_same(const nexar_config *a, const nexar_config *b, const char *ct
   CMP(barrier_timeout_ms)
   CMP(rpc_timeout_ms)
   CMP(connect_timeout_ms)
-  CMP(large_msg_bytes) CMP(pipeline_segment_bytes) CMP(ring_max_world) CMP(bulk_transport)
-      CMP(encrypt_bulk) CMP(compressed_allreduce_max_bytes) CMP(heartbeat_interval_ms)
-          CMP(heartbeat_timeout_ms) CMP(recovery_timeout_ms) CMP(recovery_policy) CMP(topology)
-              CMP(topology_degree) CMP(elastic_min_world) CMP(elastic_max_world)
-                  CMP(elastic_checkpoint_timeout_ms) CMP(cluster_token) CMP(bind_addr) CMP(adapter)
+  CMP(large_msg_bytes)
+  CMP(pipeline_segment_bytes) CMP(ring_max_world) CMP(bulk_transport) CMP(encrypt_bulk)
+      CMP(compressed_allreduce_max_bytes) CMP(heartbeat_interval_ms) CMP(heartbeat_timeout_ms)
+          CMP(recovery_timeout_ms) CMP(recovery_policy) CMP(topology) CMP(topology_degree)
+              CMP(elastic_min_world) CMP(elastic_max_world) CMP(elastic_checkpoint_timeout_ms)
+                  CMP(cluster_token) CMP(bind_addr) CMP(adapter)
 #undef CMP
                       return same;
 }
@@ -691,10 +692,13 @@ static void test_unsupported(void) {
   CHECK(err_has("config.topology = k_regular") && err_has("not implemented"));
   c.topology = NEXAR_TOPO_HYPERCUBE;
   CHECK(nx_config_resolve(&c, &out) == NEXAR_ERR_UNSUPPORTED && err_has("hypercube"));
+  /* adapters are implemented (issue 13); one without callbacks is refused */
+  nexar_device_adapter bad = {sizeof bad, NULL, NULL, NULL, NULL, NULL,
+                              NULL,       NULL, NULL, NULL, NULL};
   CHECK(nexar_config_default(&c) == 0);
-  c.adapter = (const struct nexar_device_adapter *)&c;
-  CHECK(nx_config_resolve(&c, &out) == NEXAR_ERR_UNSUPPORTED);
-  CHECK(err_has("config.adapter") && err_has("not implemented"));
+  c.adapter = &bad;
+  CHECK(nx_config_resolve(&c, &out) == NEXAR_ERR_INVALID_ARGUMENT);
+  CHECK(err_has("config.adapter") && err_has("to_host"));
   /* from the environment: nexar_config_default parses it, resolve refuses */
   setenv("NEXAR_TOPOLOGY", "k_regular:6", 1);
   CHECK(nexar_config_default(&c) == 0 && c.topology == NEXAR_TOPO_K_REGULAR);
@@ -711,9 +715,9 @@ static void test_unsupported(void) {
   CHECK(err_has("sparse topologies are not implemented"));
   setenv("NEXAR_TOPOLOGY", "full_mesh", 1);
   CHECK(nexar_config_default(&c) == 0);
-  c.adapter = (const struct nexar_device_adapter *)&c;
-  CHECK(nexar_bootstrap_local(cl, 2, &c) == NEXAR_ERR_UNSUPPORTED && !cl[0]);
-  CHECK(nexar_join(&cl[0], "127.0.0.1:9", &c) == NEXAR_ERR_UNSUPPORTED && !cl[0]);
+  c.adapter = &bad;
+  CHECK(nexar_bootstrap_local(cl, 2, &c) == NEXAR_ERR_INVALID_ARGUMENT && !cl[0]);
+  CHECK(nexar_join(&cl[0], "127.0.0.1:9", &c) == NEXAR_ERR_INVALID_ARGUMENT && !cl[0]);
   CHECK(err_has("config.adapter"));
   CHECK(nx_config_resolve(NULL, &out) == 0);
   nx_config_release(&out);
