@@ -727,12 +727,37 @@ typedef struct nexar_peer_stats {
   /** Frames from the peer for a revoked communicator (an old view), dropped
    *  unread: they never complete an operation of another view. */
   uint64_t stale_frames;
+  /** 1 while this rank keeps a direct connection to the peer (every live
+   *  peer in a full mesh; only graph neighbours in a sparse topology), 0
+   *  when traffic to it is relayed (or it is gone). */
+  int neighbor;
+  /** Bytes this rank forwarded to the peer (a neighbour) for other ranks. */
+  uint64_t relayed_bytes;
 } nexar_peer_stats;
 /** Fills out (out_size bytes of it) with the counters for peer. Use the macro. */
 NEXAR_EXTERN int nexar_peer_stats_get_sized(nexar_client *c, uint32_t peer, nexar_peer_stats *out,
                                             size_t out_size);
 #define nexar_peer_stats_get(c, peer, out)                                                         \
   nexar_peer_stats_get_sized((c), (peer), (out), sizeof(nexar_peer_stats))
+
+/** What this rank's endpoint did as a relay of a sparse topology (all zero
+ *  in a full mesh). Fields are only ever appended. */
+typedef struct nexar_relay_stats {
+  uint64_t forwarded_bytes;     /**< segments forwarded for other ranks */
+  uint64_t buffered_bytes;      /**< forwarded segments held now (not yet acknowledged) */
+  uint64_t peak_buffered_bytes; /**< the most ever held: at most flows x window x segment */
+  uint64_t dropped_ttl;         /**< segments dropped because their TTL ran out */
+  uint64_t dropped_auth;        /**< segments for this rank with a bad origin signature,
+                                     certificate or sequence (forged or replayed): dropped */
+  uint64_t dropped_route;       /**< segments with no live route onwards: dropped */
+} nexar_relay_stats;
+/** Fills out (out_size bytes of it) for c's endpoint (shared by the
+ *  communicators made from one world). 0, or NEXAR_ERR_INVALID_ARGUMENT
+ *  for a NULL argument. Use the macro. */
+NEXAR_EXTERN int nexar_relay_stats_get_sized(nexar_client *c, nexar_relay_stats *out,
+                                             size_t out_size);
+#define nexar_relay_stats_get(c, out)                                                              \
+  nexar_relay_stats_get_sized((c), (out), sizeof(nexar_relay_stats))
 
 #ifdef __cplusplus
 }

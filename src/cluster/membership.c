@@ -149,7 +149,11 @@ int nexar_recover(nexar_client *c, nexar_client **out) {
   char why[96];
   snprintf(why, sizeof why, "nexar_recover on rank %u", c->rank);
   nx_comm_revoke_locked(c, 1, why); /* everyone stops using the old view */
+  char part[256];
+  int split = nx_relay_partitioned_locked(ep, c, part, sizeof part) > 0;
   pthread_mutex_unlock(&ep->mu);
+  if (split)
+    return nx_fail(NEXAR_ERR_ABORTED, "recover on comm %llu: %s", (unsigned long long)c->id, part);
   if (again)
     return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
                    "recover on comm %llu: its successor exists already (recover that one)",

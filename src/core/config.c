@@ -533,12 +533,6 @@ static int nx_config_validate(const nexar_config *c) {
 /* Settings that are valid but not implemented yet: refused, never silently
  * replaced (a full mesh, host memory). */
 static int nx_config_supported(const nexar_config *c) {
-  if (c->topology != NEXAR_TOPO_FULL_MESH)
-    return nx_fail(NEXAR_ERR_UNSUPPORTED,
-                   "config.topology = %s (NEXAR_TOPOLOGY, degree %" PRIu32
-                   "): sparse topologies are not implemented yet; only full_mesh is, and a "
-                   "full mesh is not formed in their place",
-                   nx_topology_name(c->topology), c->topology_degree);
   const nexar_device_adapter *a = c->adapter;
   if (a && (a->struct_size < offsetof(nexar_device_adapter, to_host_async) || !a->to_host ||
             !a->from_host))

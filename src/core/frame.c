@@ -12,22 +12,26 @@ static void put16(uint8_t *p, uint16_t v) {
   p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8);
 }
 static void put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+  for (int i = 0; i < 4; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
 }
 static void put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(v >> (8 * i));
 }
 static uint16_t get16(const uint8_t *p) {
   return (uint16_t)(p[0] | (p[1] << 8));
 }
 static uint32_t get32(const uint8_t *p) {
   uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+  for (int i = 3; i >= 0; i--)
+    v = (v << 8) | p[i];
   return v;
 }
 static uint64_t get64(const uint8_t *p) {
   uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  for (int i = 7; i >= 0; i--)
+    v = (v << 8) | p[i];
   return v;
 }
 
@@ -73,9 +77,49 @@ int nx_frame_decode(const uint8_t *in, size_t len, nx_frame *f) {
   f->status = (int32_t)get32(in + 56);
   if (f->length > NX_FRAME_MAX_PAYLOAD) return NEXAR_ERR_PROTOCOL;
   if (f->flags & ~(uint8_t)(NX_FLAG_LAST | NX_FLAG_RNDV)) return NEXAR_ERR_PROTOCOL;
-  if ((f->flags & NX_FLAG_RNDV) &&
-      (f->status < 16 || f->status > 16 + 16 * 64 ||
-       (f->kind != NX_KIND_P2P && f->kind != NX_KIND_COLL)))
+  if ((f->flags & NX_FLAG_RNDV) && (f->status < 16 || f->status > 16 + 16 * 64 ||
+                                    (f->kind != NX_KIND_P2P && f->kind != NX_KIND_COLL)))
     return NEXAR_ERR_PROTOCOL;
+  return 0;
+}
+
+void nx_relay_hdr_encode(const nx_relay_hdr *h, uint8_t out[NX_RELAY_HDR_LEN]) {
+  out[0] = 1;
+  out[1] = h->type;
+  out[2] = h->ttl;
+  out[3] = 0;
+  put32(out + 4, h->origin);
+  put32(out + 8, h->dest);
+  put32(out + 12, h->seglen);
+  put64(out + 16, h->seq);
+  put64(out + 24, h->offset);
+  put64(out + 32, h->total);
+  put16(out + 40, h->certlen);
+  put16(out + 42, h->siglen);
+  put32(out + 44, 0);
+}
+
+int nx_relay_hdr_decode(const uint8_t *in, size_t len, nx_relay_hdr *h) {
+  if (len < NX_RELAY_HDR_LEN || in[0] != 1 || in[3] != 0 || get32(in + 44) != 0)
+    return NEXAR_ERR_PROTOCOL;
+  h->type = in[1];
+  h->ttl = in[2];
+  h->origin = get32(in + 4);
+  h->dest = get32(in + 8);
+  h->seglen = get32(in + 12);
+  h->seq = get64(in + 16);
+  h->offset = get64(in + 24);
+  h->total = get64(in + 32);
+  h->certlen = get16(in + 40);
+  h->siglen = get16(in + 42);
+  uint64_t body = (uint64_t)h->certlen + h->seglen + h->siglen;
+  if (body != len - NX_RELAY_HDR_LEN) return NEXAR_ERR_PROTOCOL;
+  if (h->type == NX_RELAY_ACK) return body == 0 ? 0 : NEXAR_ERR_PROTOCOL;
+  if (h->type != NX_RELAY_DATA || h->seglen == 0 || h->siglen == 0) return NEXAR_ERR_PROTOCOL;
+  if (h->total < NX_FRAME_HDR_LEN || h->total > NX_FRAME_HDR_LEN + NX_FRAME_MAX_PAYLOAD ||
+      h->offset > h->total || h->seglen > h->total - h->offset)
+    return NEXAR_ERR_PROTOCOL;
+  if ((h->offset == 0) != (h->certlen != 0)) return NEXAR_ERR_PROTOCOL;
+  if (h->offset == 0 && h->seglen < NX_FRAME_HDR_LEN) return NEXAR_ERR_PROTOCOL;
   return 0;
 }

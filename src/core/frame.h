@@ -14,20 +14,22 @@
 
 /* What a frame carries. Control kinds never share a queue with user data. */
 enum nx_frame_kind {
-  NX_KIND_P2P = 1,       /* tagged user message: tag = user tag */
-  NX_KIND_COLL = 2,      /* collective data: tag = sequence, round, segment, signature */
-  NX_KIND_RPC_REQ = 3,   /* tag = request id, round = fn_id */
-  NX_KIND_RPC_RESP = 4,  /* tag = request id, status = result code */
-  NX_KIND_HEARTBEAT = 5, /* liveness, consumed by the engine */
-  NX_KIND_ABORT = 6,     /* comm aborted by the sender */
-  NX_KIND_COLL_FAIL = 7, /* collective `tag` failed on the sender (status = code) */
-  NX_KIND_RNDV_DONE = 8, /* receiver read rendezvous `tag` (status = result) */
-  NX_KIND_SHM_HELLO = 9, /* same-host probe: pid, address and value of a cookie */
-  NX_KIND_SHM_OK = 10,   /* the sender can read our memory: rendezvous allowed */
-  NX_KIND_LANE = 11,     /* same-host lane ping (status 0) / pong (1): lane datagrams only */
-  NX_KIND_REVOKE = 12,   /* comm revoked (flooded: forwarded once by each member); no payload */
-  NX_KIND_AGREE = 13,    /* agreement message (proto/agree.h) of instance `tag` of comm */
-  NX_KIND_MAX = 13
+  NX_KIND_P2P = 1,        /* tagged user message: tag = user tag */
+  NX_KIND_COLL = 2,       /* collective data: tag = sequence, round, segment, signature */
+  NX_KIND_RPC_REQ = 3,    /* tag = request id, round = fn_id */
+  NX_KIND_RPC_RESP = 4,   /* tag = request id, status = result code */
+  NX_KIND_HEARTBEAT = 5,  /* liveness, consumed by the engine */
+  NX_KIND_ABORT = 6,      /* comm aborted by the sender */
+  NX_KIND_COLL_FAIL = 7,  /* collective `tag` failed on the sender (status = code) */
+  NX_KIND_RNDV_DONE = 8,  /* receiver read rendezvous `tag` (status = result) */
+  NX_KIND_SHM_HELLO = 9,  /* same-host probe: pid, address and value of a cookie */
+  NX_KIND_SHM_OK = 10,    /* the sender can read our memory: rendezvous allowed */
+  NX_KIND_LANE = 11,      /* same-host lane ping (status 0) / pong (1): lane datagrams only */
+  NX_KIND_REVOKE = 12,    /* comm revoked (flooded: forwarded once by each member); no payload */
+  NX_KIND_AGREE = 13,     /* agreement message (proto/agree.h) of instance `tag` of comm */
+  NX_KIND_RELAY = 14,     /* a relayed segment or its acknowledgement: nx_relay_hdr + body */
+  NX_KIND_PEER_GONE = 15, /* sparse topologies: member `tag` died (status 1) or left (2) */
+  NX_KIND_MAX = 15
 };
 
 enum nx_frame_flags {
@@ -59,5 +61,27 @@ void nx_frame_encode(const nx_frame *f, uint8_t out[NX_FRAME_HDR_LEN]);
 /* Parses and validates a header; 0 or NEXAR_ERR_PROTOCOL (bad magic, version,
  * kind, length above NX_FRAME_MAX_PAYLOAD, non-zero reserved bytes). */
 int nx_frame_decode(const uint8_t *in, size_t len, nx_frame *f);
+
+/* The relay header that starts an NX_KIND_RELAY payload (runtime/relay.c).
+ * 48 bytes, little-endian:
+ *  0 version u8 (1) | 1 type u8 | 2 ttl u8 | 3 flags u8 (0) | 4 origin u32 | 8 dest u32
+ * 12 seglen u32 | 16 seq u64 | 24 offset u64 | 32 total u64 | 40 certlen u16 | 42 siglen u16
+ * 44 reserved u32 (zero)
+ * DATA: certlen bytes of the origin's certificate (offset 0 only, else 0), seglen bytes of the
+ * message (its 64-byte frame header first, then payload) from offset, then siglen bytes of the
+ * origin's signature. ACK: no body; offset = bytes of message seq the destination has. */
+#define NX_RELAY_HDR_LEN 48u
+enum { NX_RELAY_DATA = 1, NX_RELAY_ACK = 2 };
+typedef struct nx_relay_hdr {
+  uint8_t type, ttl;
+  uint32_t origin, dest, seglen;
+  uint64_t seq, offset, total;
+  uint16_t certlen, siglen;
+} nx_relay_hdr;
+void nx_relay_hdr_encode(const nx_relay_hdr *h, uint8_t out[NX_RELAY_HDR_LEN]);
+/* Parses a relay payload of len bytes: the header, and that the body lengths add up to len;
+ * DATA needs 1 <= seglen, offset + seglen <= total, total >= NX_FRAME_HDR_LEN, a signature,
+ * and a certificate exactly at offset 0; ACK needs an empty body. 0 or NEXAR_ERR_PROTOCOL. */
+int nx_relay_hdr_decode(const uint8_t *in, size_t len, nx_relay_hdr *h);
 
 #endif

@@ -43,7 +43,7 @@ uint32_t nx_topo_neighbors(int topology, uint32_t degree, uint32_t n, uint32_t r
   uint32_t k = 0;
   if (r >= n) return 0;
   if (topology == NEXAR_TOPO_HYPERCUBE) { /* ascending */
-    for (uint32_t b = 31; b < 32; b--) { /* below r: clear a set bit, the highest first */
+    for (uint32_t b = 31; b < 32; b--) {  /* below r: clear a set bit, the highest first */
       uint32_t v = r ^ (1u << b);
       if ((r >> b & 1) && v < n && !(dead && dead[v])) {
         if (k < cap) out[k] = v;
@@ -144,4 +144,57 @@ uint32_t nx_route_next_hop(const nx_route *rt, uint32_t dst) {
   if (dst >= rt->world) return UINT32_MAX;
   if (rt->topology == NEXAR_TOPO_FULL_MESH || !rt->hop) return dst;
   return dst == rt->me ? dst : rt->hop[dst];
+}
+
+uint32_t nx_route_path(int topology, uint32_t degree, uint32_t n, const uint8_t *dead, uint32_t src,
+                       uint32_t dst, uint32_t *out, uint32_t cap) {
+  if (src >= n || dst >= n || src == dst || (dead && (dead[src] || dead[dst]))) return 0;
+  if (topology == NEXAR_TOPO_FULL_MESH) {
+    if (cap) out[0] = dst;
+    return 1;
+  }
+  uint32_t maxdeg = topology == NEXAR_TOPO_K_REGULAR ? degree : 32;
+  uint32_t *dist = malloc((size_t)n * sizeof *dist);
+  uint32_t *queue = malloc((size_t)n * sizeof *queue);
+  uint32_t *nb = malloc((size_t)maxdeg * sizeof *nb);
+  uint32_t k = 0;
+  if (!dist || !queue || !nb) goto out;
+  for (uint32_t v = 0; v < n; v++)
+    dist[v] = UINT32_MAX;
+  size_t qh = 0, qt = 0;
+  dist[dst] = 0;
+  queue[qt++] = dst;
+  while (qh < qt && dist[src] == UINT32_MAX) { /* the graph is undirected: BFS from dst */
+    uint32_t u = queue[qh++];
+    uint32_t m = nx_topo_neighbors(topology, degree, n, u, dead, nb, maxdeg);
+    for (uint32_t i = 0; i < m && i < maxdeg; i++)
+      if (dist[nb[i]] == UINT32_MAX) {
+        dist[nb[i]] = dist[u] + 1;
+        queue[qt++] = nb[i];
+      }
+  }
+  if (dist[src] == UINT32_MAX) goto out;
+  for (uint32_t u = src; u != dst;) { /* each node: its lowest neighbour one step closer */
+    uint32_t m = nx_topo_neighbors(topology, degree, n, u, dead, nb, maxdeg), next = UINT32_MAX;
+    for (uint32_t i = 0; i < m && i < maxdeg; i++)
+      if (dist[nb[i]] == dist[u] - 1 && nb[i] < next) next = nb[i];
+    if (k < cap) out[k] = next;
+    k++;
+    u = next;
+  }
+out:
+  free(dist), free(queue), free(nb);
+  return k;
+}
+
+uint32_t nx_route_unreachable(const nx_route *rt, const uint8_t *dead, uint32_t *out,
+                              uint32_t cap) {
+  uint32_t k = 0;
+  if (rt->topology == NEXAR_TOPO_FULL_MESH || !rt->hop) return 0;
+  for (uint32_t v = 0; v < rt->world; v++)
+    if (v != rt->me && !(dead && dead[v]) && rt->hop[v] == UINT32_MAX) {
+      if (k < cap) out[k] = v;
+      k++;
+    }
+  return k;
 }

@@ -16,8 +16,9 @@
  * me: the lowest first hop of a node is the lowest first hop among its
  * predecessors on the BFS layers.
  *
- * The engine forms only the full mesh so far; a sparse topology is refused
- * with UNSUPPORTED at config time until formation and relay use this. */
+ * The engine dials only neighbours and relays the rest (runtime/relay.c):
+ * a relay forwards by its own table, which is why the whole path follows
+ * from the same rule (nx_route_path). */
 #ifndef NX_PROTO_ROUTE_H
 #define NX_PROTO_ROUTE_H
 
@@ -59,5 +60,16 @@ int nx_route_dials(const nx_route *rt, uint32_t a, uint32_t b);
 /* The neighbour a message from `me` to dst goes to first (dst itself when
  * adjacent); UINT32_MAX when dst is outside the world or unreachable. */
 uint32_t nx_route_next_hop(const nx_route *rt, uint32_t dst);
+
+/* The path a message from src to dst takes over the live graph when every
+ * node forwards by its own nx_route_next_hop: the hops after src, ending
+ * with dst, written to out (at most cap). Returns how many hops there are
+ * (0 if src == dst, dst is unreachable, or memory ran out: callers treat
+ * every 0 alike, as no route). One breadth-first search from dst. */
+uint32_t nx_route_path(int topology, uint32_t degree, uint32_t n, const uint8_t *dead, uint32_t src,
+                       uint32_t dst, uint32_t *out, uint32_t cap);
+/* How many live ranks (not in dead) me cannot reach; their ids go to out
+ * (at most cap). The full mesh reaches every live rank. */
+uint32_t nx_route_unreachable(const nx_route *rt, const uint8_t *dead, uint32_t *out, uint32_t cap);
 
 #endif

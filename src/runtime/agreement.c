@@ -306,6 +306,21 @@ void nx_agr_timer_fn(nx_work *w) {
   pthread_mutex_unlock(&ep->mu);
 }
 
+void nx_agr_check_partition_locked(nx_ep *ep) {
+  for (nx_comm *c = ep->comms; c; c = c->next) {
+    char why[256];
+    int waiting = 0;
+    for (nx_agr *g = c->agrs; g; g = g->next)
+      waiting |= g->req != NULL;
+    if (!waiting || !nx_relay_partitioned_locked(ep, c, why, sizeof why)) continue;
+    for (nx_agr *g = c->agrs; g; g = g->next)
+      if (g->req) {
+        nx_req_complete(g->req, NEXAR_ERR_ABORTED, why);
+        g->req = NULL;
+      }
+  }
+}
+
 int nx_agr_run(nx_comm *c, uint64_t key, uint32_t flag, int *outcome, uint32_t *agreed,
                uint8_t *dead, char *why, size_t whylen) {
   nx_ep *ep = c->ep;

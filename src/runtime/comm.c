@@ -444,7 +444,20 @@ int nexar_peer_stats_get_sized(nexar_client *c, uint32_t peer, nexar_peer_stats 
   nx_peer *p = c->ep->peers[c->members[peer]];
   st = p->st;
   st.bulk_stream = p->bulk_up ? (c->ep->cfg.encrypt_bulk ? 2 : 1) : 0;
+  st.neighbor = p->rank != c->ep->rank && !p->relayed && p->state == NX_PEER_UP;
   pthread_mutex_unlock(&c->ep->mu);
+  memcpy(out, &st, NX_MIN(out_size, sizeof st));
+  return 0;
+}
+
+int nexar_relay_stats_get_sized(nexar_client *c, nexar_relay_stats *out, size_t out_size) {
+  if (!c || !out || out_size == 0)
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "relay_stats: NULL argument");
+  nx_ep *ep = c->ep;
+  pthread_mutex_lock(&ep->mu);
+  nexar_relay_stats st = {ep->relay_forwarded, ep->relay_buf,       ep->relay_buf_peak,
+                          ep->relay_drop_ttl,  ep->relay_drop_auth, ep->relay_drop_route};
+  pthread_mutex_unlock(&ep->mu);
   memcpy(out, &st, NX_MIN(out_size, sizeof st));
   return 0;
 }

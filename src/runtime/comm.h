@@ -138,6 +138,13 @@ int nx_agr_start_locked(nx_comm *c, uint64_t key, uint32_t flag);
  * the decided dead set; or an error (NOMEM). why gets the decision's reason. */
 int nx_agr_run(nx_comm *c, uint64_t key, uint32_t flag, int *outcome, uint32_t *agreed,
                uint8_t *dead, char *why, size_t whylen);
+/* Sparse topologies: a waiting nx_agr_run of a communicator with members the
+ * live graph cannot reach ends with ABORTED "partitioned" (relay.c calls it
+ * whenever a rank is lost), instead of waiting out its rounds. */
+void nx_agr_check_partition_locked(nx_ep *ep);
+/* How many live members of c this rank cannot reach over the live graph of
+ * a sparse topology (0 for a full mesh); why names them. relay.c. */
+uint32_t nx_relay_partitioned_locked(nx_ep *ep, const nx_comm *c, char *why, size_t cap);
 /* The periodic agreement timer of ep (all comms): runs what is due. */
 void nx_agr_timer_fn(nx_work *w);
 

@@ -22,7 +22,7 @@
 
 static void *progress_main(void *arg);
 static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iovec *iov,
-                      size_t niov, nexar_request *req, nx_txmsg **out);
+                      size_t niov, nexar_request *req, nx_txmsg **out, void *give);
 
 /* While application threads drive progress, the progress thread looks this
  * often whether they still do. */
@@ -142,6 +142,8 @@ int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_
   ep->route = (nx_route){.world = world, .me = rank};
   memcpy(ep->cluster_id, cluster_id, 16);
   ep->creds = creds;
+  int rrc = nx_relay_start(ep, creds);
+  if (rrc) return rrc;
   nx_quic_start(ep->quic, creds, cluster_id, world);
   nx_log_set_rank(rank);
   int brc = nx_bulk_start(ep);
@@ -225,15 +227,11 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
     if (req) nx_req_complete(req, rc, rc ? nexar_last_error() : NULL);
     return rc;
   }
-  uint32_t hop = nx_route_next_hop(&ep->route, dest);
-  if (hop != dest) /* only a sparse topology has relays, and none is formed yet */
-    return nx_fail(NEXAR_ERR_UNSUPPORTED,
-                   "send to rank %u: no direct connection (relay routing "
-                   "is not implemented)",
-                   dest);
-  nx_peer *p = ep->peers[hop];
+  if (dest >= ep->world) return nx_fail(NEXAR_ERR_INVALID_RANK, "send to member %u", dest);
+  nx_peer *p = ep->peers[dest];
   if (p->state == NX_PEER_DEAD)
     return nx_fail(p->dead_code, "send to rank %u: peer lost (%s)", dest, p->why);
+  if (p->relayed) return nx_relay_send_locked(ep, dest, &fr, iov, niov, len, req);
   /* Collective messages always meet a posted receive (no eager buffering is
    * needed for progress), so on the same host they switch to rendezvous at a
    * lower size than point-to-point, whose sends must not block below
@@ -261,7 +259,7 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
     }
   }
   nx_txmsg *tm = NULL;
-  int rc = send_frame(ep, p, &fr, iov, niov, eager ? NULL : req, &tm);
+  int rc = send_frame(ep, p, &fr, iov, niov, eager ? NULL : req, &tm, NULL);
   if (out) *out = tm;
   if (!rc && eager && user && tm) {
     tm->eager_len = len ? len : 1;
@@ -276,19 +274,39 @@ int nx_ep_send_raw_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_
   nx_frame fr = *f;
   fr.src = ep->rank;
   fr.length = length;
-  return send_frame(ep, p, &fr, iov, niov, NULL, out);
+  return send_frame(ep, p, &fr, iov, niov, NULL, out, NULL);
+}
+
+int nx_ep_send_owned_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, void *buf, size_t len,
+                            uint64_t relay_len) {
+  nx_frame fr = *f;
+  fr.src = ep->rank;
+  fr.length = len;
+  nexar_iovec v = {buf, len};
+  nx_txmsg *m = NULL;
+  int rc = send_frame(ep, p, &fr, &v, 1, NULL, &m, buf);
+  if (!rc && m && relay_len) {
+    m->relay_len = relay_len;
+    ep->relay_buf += relay_len;
+    if (ep->relay_buf > ep->relay_buf_peak) ep->relay_buf_peak = ep->relay_buf;
+  }
+  return rc;
 }
 
 /* Queues one message: copied when req is NULL (eager), else zero-copy with
- * req completed at the peer's final acknowledgement. */
+ * req completed at the peer's final acknowledgement; give: the payload
+ * (one iovec) is this buffer, which the message takes over (even on failure). */
 static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iovec *iov,
-                      size_t niov, nexar_request *req, nx_txmsg **out) {
+                      size_t niov, nexar_request *req, nx_txmsg **out, void *give) {
   uint32_t dest = p->rank;
   uint64_t len = 0;
   for (size_t i = 0; i < niov; i++)
     len += iov[i].len;
   nx_txmsg *m = nx_calloc(1, sizeof *m);
-  if (!m) return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", dest);
+  if (!m) {
+    free(give);
+    return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", dest);
+  }
   m->ep = ep;
   m->peer = p;
   m->q.sid = -1;
@@ -298,7 +316,9 @@ static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iov
   m->q.holdable = fr->kind == NX_KIND_P2P && !(fr->flags & NX_FLAG_RNDV);
   int eager = req == NULL;
   if (eager) {
-    if (len) {
+    if (give) {
+      m->owned = give;
+    } else if (len) {
       m->owned = malloc((size_t)len);
       if (!m->owned) {
         free(m);
@@ -473,6 +493,7 @@ void nx_peer_departed_locked(nx_ep *ep, nx_peer *p) {
   NX_DEBUG("rank %u (%s) left", p->rank, p->addrstr);
   nx_quic_glue_drop(ep, p, NULL);
   drop_peer_traffic(ep, p, p->why);
+  nx_relay_peer_lost_locked(ep, p);
   pthread_cond_broadcast(&ep->cv);
 }
 
@@ -485,6 +506,7 @@ void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) {
   NX_WARN("rank %u (%s) is dead: %s", p->rank, p->addrstr, why);
   nx_quic_glue_drop(ep, p, why); /* the connection is freed by the next service pass */
   drop_peer_traffic(ep, p, why);
+  nx_relay_peer_lost_locked(ep, p);
   for (nx_comm *c = ep->comms; c; c = c->next)
     nx_comm_peer_dead_locked(c, p->rank, why);
   pthread_cond_broadcast(&ep->cv);
@@ -502,7 +524,7 @@ static uint64_t heartbeats(nx_ep *ep, uint64_t now) {
   if (!ep->peers) return next;
   for (uint32_t j = 0; j < ep->world; j++) {
     nx_peer *p = ep->peers[j];
-    if (j == ep->rank || p->state != NX_PEER_UP) continue;
+    if (j == ep->rank || p->state != NX_PEER_UP || p->relayed) continue;
     if (now - p->last_heard_ns > ep->hb_timeout_ns) {
       char why[96];
       snprintf(why, sizeof why, "no data for %llu ms",
@@ -652,6 +674,7 @@ void nx_ep_unref(nx_ep *ep) {
   }
   pthread_mutex_lock(&ep->mu);
   nx_quic_close_all(ep->quic);
+  nx_relay_free(ep);
   while (ep->tx_all)
     nx_tx_free(ep->tx_all);
   while (ep->rx_all) {
@@ -695,6 +718,7 @@ void nx_ep_unref(nx_ep *ep) {
   nx_quic_del(ep->quic);
   if (ep->seedlink_del) ep->seedlink_del(ep->seedlink);
   nx_ep_peers_free(ep);
+  nx_route_free(&ep->route);
   nx_config_release(&ep->cfg);
   pthread_mutex_destroy(&ep->mu);
   pthread_mutex_destroy(&ep->work_mu);

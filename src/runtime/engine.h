@@ -20,6 +20,7 @@
 #include "core/common.h"
 #include "core/config.h"
 #include "core/frame.h"
+#include "transport/pki.h"
 #include "transport/quic.h"
 #include "transport/udp.h"
 #include "proto/route.h"
@@ -34,6 +35,8 @@ typedef struct nx_recv nx_recv;
 typedef struct nexar_client nx_comm;
 typedef struct nx_rndv nx_rndv;
 typedef struct nx_bulk nx_bulk;
+typedef struct nx_rflow nx_rflow;
+typedef struct nx_rin nx_rin;
 
 /* Sends up to this size are copied, so a blocking send returns at once. */
 #define NX_EAGER_MAX (256u * 1024u)
@@ -91,6 +94,7 @@ struct nx_txmsg {
   int cancel;         /* reset requested */
   int cancel_rc;      /* the result its request gets */
   uint64_t eager_len; /* counted in peer->eager_queued (a user eager copy) */
+  uint64_t relay_len; /* a segment this rank forwards: counted in ep->relay_buf */
 };
 
 /* The receiving side of one remote stream. */
@@ -128,6 +132,7 @@ struct nx_msg {
   int discard;
   int answered;  /* rendezvous descriptor: its sender was told the outcome */
   uint64_t held; /* bytes whose connection credit waits for a receive (over budget) */
+  int relq;      /* on its peer's relay queue (relay.c frees it) */
 };
 
 /* Match key: communicator, kind, source (root rank), tag, round, segment. */
@@ -195,6 +200,13 @@ struct nx_peer {
   unsigned ncancelled;
   uint64_t conn_release; /* held connection credit released, not yet returned */
   uint64_t eager_queued; /* bytes of eager user sends not yet acknowledged */
+  /* sparse topologies (relay.c) */
+  int relayed;                   /* not a neighbour: no connection, traffic goes by relay */
+  uint64_t relay_seq;            /* next relayed message to it */
+  int64_t relay_sid;             /* next virtual stream id of a message relayed from it */
+  uint64_t rin_seq;              /* relayed messages from it below this have begun */
+  nx_rin *rin;                   /* its relayed messages arriving here */
+  nx_msg *relq_head, *relq_tail; /* RELAY messages from this neighbour, in stream order */
   nexar_peer_stats st;
 };
 
@@ -276,6 +288,15 @@ struct nx_ep {
   uint32_t agr_exit_sent; /* NEXAR_TEST_AGREE_EXIT: messages of the hooked type sent */
   int agr_frozen;         /* ...the hook fired: the process exits soon */
   nx_work agr_exit;
+  /* sparse topologies (relay.c), under ep->mu */
+  nx_signer *signer;         /* signs what this rank originates, checks relayed origins */
+  nx_rflow *rflows;          /* relayed messages this rank originates, not yet acknowledged */
+  uint64_t relay_buf;        /* bytes of other ranks' segments this rank holds to forward */
+  uint64_t relay_buf_peak;   /* the most it ever held */
+  uint64_t relay_forwarded;  /* bytes forwarded for other ranks */
+  uint64_t relay_drop_ttl;   /* segments dropped: TTL ran out */
+  uint64_t relay_drop_auth;  /* segments dropped: signature, certificate or sequence wrong */
+  uint64_t relay_drop_route; /* segments dropped: no live route to their destination */
 };
 
 /* ---- engine.c */
@@ -315,6 +336,11 @@ uint64_t nx_ep_progress2_locked(nx_ep *ep, int do_recv);
  * success the txmsg belongs to the engine. */
 int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_iovec *iov,
                       size_t niov, nexar_request *req, nx_txmsg **out);
+/* Queues a message to neighbour p with payload buf (len bytes), which the
+ * engine owns from here (freed on failure too); relay_len: bytes to count as
+ * held for other ranks (ep->relay_buf) until the message is acknowledged. */
+int nx_ep_send_owned_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, void *buf, size_t len,
+                            uint64_t relay_len);
 /* Queues a message whose header carries `length` (not the payload size):
  * rendezvous descriptors. Always copied. */
 int nx_ep_send_raw_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
@@ -371,6 +397,38 @@ int nx_lane_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
 int nx_lane_deliver_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid);
 /* Drains the lane socket into matching. */
 void nx_lane_recv_locked(nx_ep *ep);
+
+/* ---- relay.c: sparse topologies. Messages to a rank that is not a
+ * neighbour go in segments of at most NX_RELAY_SEG bytes along the route
+ * (proto/route.h), each signed by its origin; every relay forwards a segment
+ * once it has it whole (cut-through at segment granularity), and the origin
+ * keeps at most NX_RELAY_WINDOW segments per message unacknowledged by the
+ * destination, so a relay holds at most flows x window x segment bytes. */
+#define NX_RELAY_SEG (128u * 1024u)
+#define NX_RELAY_WINDOW 8u
+#define NX_RELAY_CERT_MAX 4096u
+#define NX_RELAY_BODY_MAX (NX_RELAY_HDR_LEN + NX_RELAY_CERT_MAX + NX_RELAY_SEG + NX_SIG_MAX)
+/* Set up at start: routes over the topology, non-neighbours marked relayed
+ * (UP without a connection), the signer from creds. INVALID_ARGUMENT for a
+ * topology the world cannot have, NOMEM, TLS. */
+int nx_relay_start(nx_ep *ep, gnutls_certificate_credentials_t creds);
+/* Queues a message to a non-neighbour (fr encoded with src and length);
+ * copies it unless req is given and it is large, then req completes once
+ * every segment has been handed to the first hop. PEER_LOST if no route. */
+int nx_relay_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *fr, const nexar_iovec *iov,
+                         size_t niov, uint64_t len, nexar_request *req);
+/* An ordered NX_KIND_RELAY message from neighbour m->peer (matching's hook). */
+void nx_relay_arrived_locked(nx_ep *ep, nx_msg *m);
+/* One relay payload from neighbour `from`, already complete: forwarded,
+ * delivered or dropped (counted). 0, or PROTOCOL when it is malformed (the
+ * caller drops the neighbour). (Separate for fuzzing.) */
+int nx_relay_deliver_locked(nx_ep *ep, nx_peer *from, const uint8_t *body, size_t len);
+/* NX_KIND_PEER_GONE from a neighbour. */
+void nx_relay_on_gone_locked(nx_ep *ep, nx_peer *from, const nx_frame *f);
+/* Peer p died or left: routes around it, fails what went through it, tells
+ * the neighbours (sparse topologies only). */
+void nx_relay_peer_lost_locked(nx_ep *ep, nx_peer *p);
+void nx_relay_free(nx_ep *ep);
 
 /* ---- msg.c: stream <-> message plumbing, called through the QUIC link's
  * callbacks (quic_glue.c) */

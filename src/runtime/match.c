@@ -178,6 +178,19 @@ void nx_match_arrived(nx_ep *ep, nx_msg *m) {
     m->discard = 1;
     nx_msg_finish_if_complete(ep, m);
     return;
+  case NX_KIND_PEER_GONE:
+    if (m->peer) nx_relay_on_gone_locked(ep, m->peer, &m->f);
+    m->discard = 1;
+    nx_msg_finish_if_complete(ep, m);
+    return;
+  case NX_KIND_RELAY:
+    if (!m->peer || m->peer->relayed || m->peer->rank == ep->rank) { /* only a neighbour's */
+      m->discard = 1;
+      nx_msg_finish_if_complete(ep, m);
+      return;
+    }
+    nx_relay_arrived_locked(ep, m);
+    return;
   case NX_KIND_AGREE:
   case NX_KIND_RPC_REQ:
   case NX_KIND_RNDV_DONE:

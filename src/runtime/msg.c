@@ -11,7 +11,7 @@ static int is_internal(uint8_t kind) {
   return kind == NX_KIND_RPC_REQ || kind == NX_KIND_RPC_RESP || kind == NX_KIND_HEARTBEAT ||
          kind == NX_KIND_ABORT || kind == NX_KIND_COLL_FAIL || kind == NX_KIND_RNDV_DONE ||
          kind == NX_KIND_SHM_HELLO || kind == NX_KIND_SHM_OK || kind == NX_KIND_REVOKE ||
-         kind == NX_KIND_AGREE;
+         kind == NX_KIND_AGREE || kind == NX_KIND_RELAY || kind == NX_KIND_PEER_GONE;
 }
 
 static int is_rndv_ctl(uint8_t kind) {
@@ -35,6 +35,7 @@ void nx_tx_acked(nx_ep *ep, nx_txmsg *m, uint64_t offset, uint64_t len) {
 
 void nx_tx_free(nx_txmsg *m) {
   if (m->eager_len && m->peer) m->peer->eager_queued -= NX_MIN(m->peer->eager_queued, m->eager_len);
+  if (m->relay_len && m->ep) m->ep->relay_buf -= NX_MIN(m->ep->relay_buf, m->relay_len);
   if (m->all_prev)
     m->all_prev->all_next = m->all_next;
   else if (m->ep)
@@ -202,13 +203,17 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
         return nx_fail(NEXAR_ERR_PROTOCOL, "control frame of %llu bytes from rank %u",
                        (unsigned long long)f.length, p->rank);
       if ((f.kind == NX_KIND_HEARTBEAT || f.kind == NX_KIND_ABORT || f.kind == NX_KIND_COLL_FAIL ||
-           f.kind == NX_KIND_RNDV_DONE || f.kind == NX_KIND_SHM_OK || f.kind == NX_KIND_REVOKE) &&
+           f.kind == NX_KIND_RNDV_DONE || f.kind == NX_KIND_SHM_OK || f.kind == NX_KIND_REVOKE ||
+           f.kind == NX_KIND_PEER_GONE) &&
           f.length != 0)
         return nx_fail(NEXAR_ERR_PROTOCOL, "control frame with payload from rank %u", p->rank);
       if (f.kind == NX_KIND_LANE)
         return nx_fail(NEXAR_ERR_PROTOCOL, "lane frame on a QUIC stream from rank %u", p->rank);
       if (f.kind == NX_KIND_AGREE && (f.length == 0 || f.length > NX_AGR_MAX_BYTES))
         return nx_fail(NEXAR_ERR_PROTOCOL, "agreement frame of %llu bytes from rank %u",
+                       (unsigned long long)f.length, p->rank);
+      if (f.kind == NX_KIND_RELAY && (f.length < NX_RELAY_HDR_LEN || f.length > NX_RELAY_BODY_MAX))
+        return nx_fail(NEXAR_ERR_PROTOCOL, "relay frame of %llu bytes from rank %u",
                        (unsigned long long)f.length, p->rank);
       if (f.kind == NX_KIND_SHM_HELLO && f.length != NX_PATH_HELLO_LEN)
         return nx_fail(NEXAR_ERR_PROTOCOL, "malformed same-host probe from rank %u", p->rank);
@@ -313,6 +318,10 @@ int nx_rx_stream_close(nx_ep *ep, nx_rxstream *rs) {
 /* A message with all its payload: complete its receive or hand it to the
  * runtime. Queued unexpected messages simply wait for their receive. */
 static void msg_finish(nx_ep *ep, nx_msg *m) {
+  if (m->relq) { /* handled in its neighbour's stream order */
+    nx_relay_arrived_locked(ep, m);
+    return;
+  }
   if (m->discard) {
     if (!m->queued) nx_msg_free(ep, m);
     return;

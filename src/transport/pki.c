@@ -481,3 +481,159 @@ int nx_tls_creds_new(gnutls_certificate_credentials_t *out, const nx_key *k, con
   *out = cred;
   return 0;
 }
+
+/* ---------------------------------------------------------- relay signatures */
+
+typedef struct nx_known {
+  uint32_t rank;
+  uint8_t *cert;
+  size_t certlen;
+  gnutls_pubkey_t pub;
+} nx_known;
+
+struct nx_signer {
+  gnutls_privkey_t key;
+  gnutls_x509_trust_list_t trust; /* owned by the credentials, which outlive us */
+  uint8_t cluster_id[16];
+  uint8_t *cert;
+  size_t certlen;
+  nx_known *known;
+  size_t nknown, capknown;
+};
+
+int nx_signer_new(nx_signer **out, gnutls_certificate_credentials_t creds,
+                  const uint8_t cluster_id[16]) {
+  *out = NULL;
+  nx_signer *s = nx_calloc(1, sizeof *s);
+  if (!s) return nx_fail(NEXAR_ERR_NOMEM, "relay signer");
+  memcpy(s->cluster_id, cluster_id, 16);
+  gnutls_x509_privkey_t xk = NULL;
+  gnutls_x509_crt_t *crts = NULL;
+  unsigned ncrt = 0;
+  int rc = 0, ret;
+  if ((ret = gnutls_certificate_get_x509_key(creds, 0, &xk)) < 0 ||
+      (ret = gnutls_privkey_init(&s->key)) < 0 ||
+      (ret = gnutls_privkey_import_x509(s->key, xk, GNUTLS_PRIVKEY_IMPORT_COPY)) < 0 ||
+      (ret = gnutls_certificate_get_x509_crt(creds, 0, &crts, &ncrt)) < 0 || ncrt == 0) {
+    rc = nx_fail(NEXAR_ERR_TLS, "relay signer: own key: %s",
+                 ret < 0 ? gnutls_strerror(ret) : "no certificate");
+    goto out;
+  }
+  gnutls_datum_t d = {NULL, 0};
+  if ((ret = gnutls_x509_crt_export2(crts[0], GNUTLS_X509_FMT_DER, &d)) < 0) {
+    rc = nx_fail(NEXAR_ERR_TLS, "relay signer: own certificate: %s", gnutls_strerror(ret));
+    goto out;
+  }
+  rc = take_datum(&d, &s->cert, &s->certlen, "relay signer");
+  if (rc) goto out;
+  gnutls_certificate_get_trust_list(creds, &s->trust);
+out:
+  if (xk) gnutls_x509_privkey_deinit(xk);
+  for (unsigned i = 0; i < ncrt; i++)
+    gnutls_x509_crt_deinit(crts[i]);
+  gnutls_free(crts);
+  if (rc) {
+    nx_signer_del(s);
+    return rc;
+  }
+  *out = s;
+  return 0;
+}
+
+void nx_signer_del(nx_signer *s) {
+  if (!s) return;
+  if (s->key) gnutls_privkey_deinit(s->key);
+  for (size_t i = 0; i < s->nknown; i++) {
+    free(s->known[i].cert);
+    gnutls_pubkey_deinit(s->known[i].pub);
+  }
+  free(s->known);
+  free(s->cert);
+  free(s);
+}
+
+const uint8_t *nx_signer_cert(const nx_signer *s, size_t *len) {
+  *len = s->certlen;
+  return s->cert;
+}
+
+int nx_signer_sign(nx_signer *s, const uint8_t hash[32], uint8_t sig[NX_SIG_MAX], size_t *siglen) {
+  gnutls_datum_t h = {(unsigned char *)hash, 32}, out = {NULL, 0};
+  int ret = gnutls_privkey_sign_hash(s->key, GNUTLS_DIG_SHA256, 0, &h, &out);
+  if (ret < 0 || out.size > NX_SIG_MAX) {
+    gnutls_free(out.data);
+    return nx_fail(NEXAR_ERR_TLS, "relay: signing: %s",
+                   ret < 0 ? gnutls_strerror(ret) : "signature too long");
+  }
+  memcpy(sig, out.data, out.size);
+  *siglen = out.size;
+  gnutls_free(out.data);
+  return 0;
+}
+
+/* The verified key of rank, verifying cert (chain, rank) first when it is new. */
+static int known_key(nx_signer *s, uint32_t rank, const uint8_t *cert, size_t certlen,
+                     gnutls_pubkey_t *pub) {
+  nx_known *k = NULL;
+  for (size_t i = 0; i < s->nknown; i++)
+    if (s->known[i].rank == rank) k = &s->known[i];
+  if (k && (!certlen || (certlen == k->certlen && memcmp(cert, k->cert, certlen) == 0))) {
+    *pub = k->pub;
+    return 0;
+  }
+  if (!certlen) return nx_fail(NEXAR_ERR_AUTH, "relay: no certificate of rank %u seen", rank);
+  if (certlen > NX_CSR_MAX) return nx_fail(NEXAR_ERR_AUTH, "relay: certificate too long");
+  gnutls_x509_crt_t c = NULL;
+  int rc = import_crt(&c, cert, certlen, "relayed certificate");
+  if (rc) return rc;
+  unsigned status = 0;
+  uint32_t r = UINT32_MAX;
+  int ret = gnutls_x509_trust_list_verify_crt(s->trust, &c, 1, 0, &status, NULL);
+  if (ret < 0)
+    rc = nx_fail(NEXAR_ERR_AUTH, "relayed certificate: %s", gnutls_strerror(ret));
+  else if (status)
+    rc = status_fail(status, "relayed certificate");
+  else if (!(rc = leaf_rank(c, s->cluster_id, &r, "relayed certificate")) && r != rank)
+    rc = nx_fail(NEXAR_ERR_AUTH, "relay: a message from rank %u carries rank %u's certificate",
+                 rank, r);
+  gnutls_pubkey_t p = NULL;
+  if (!rc && ((ret = gnutls_pubkey_init(&p)) < 0 || (ret = gnutls_pubkey_import_x509(p, c, 0)) < 0))
+    rc = nx_fail(NEXAR_ERR_TLS, "relayed certificate: key: %s", gnutls_strerror(ret));
+  gnutls_x509_crt_deinit(c);
+  uint8_t *copy = rc ? NULL : malloc(certlen);
+  if (!rc && !copy) rc = nx_fail(NEXAR_ERR_NOMEM, "relay: certificate of rank %u", rank);
+  if (!rc && !k && s->nknown == s->capknown) {
+    size_t nc = s->capknown ? s->capknown * 2 : 8;
+    nx_known *a = nx_realloc(s->known, nc * sizeof *a);
+    if (!a)
+      rc = nx_fail(NEXAR_ERR_NOMEM, "relay: certificate of rank %u", rank);
+    else
+      s->known = a, s->capknown = nc;
+  }
+  if (rc) {
+    if (p) gnutls_pubkey_deinit(p);
+    free(copy);
+    return rc;
+  }
+  if (k) { /* a new certificate for the rank (it joined again): replaces the old */
+    free(k->cert);
+    gnutls_pubkey_deinit(k->pub);
+  } else {
+    k = &s->known[s->nknown++];
+  }
+  memcpy(copy, cert, certlen);
+  *k = (nx_known){rank, copy, certlen, p};
+  *pub = p;
+  return 0;
+}
+
+int nx_signer_verify(nx_signer *s, uint32_t rank, const uint8_t *cert, size_t certlen,
+                     const uint8_t hash[32], const uint8_t *sig, size_t siglen) {
+  gnutls_pubkey_t pub = NULL;
+  int rc = known_key(s, rank, cert, certlen, &pub);
+  if (rc) return rc;
+  gnutls_datum_t h = {(unsigned char *)hash, 32}, sg = {(unsigned char *)sig, (unsigned)siglen};
+  int ret = gnutls_pubkey_verify_hash2(pub, GNUTLS_SIGN_ECDSA_SHA256, 0, &h, &sg);
+  if (ret < 0) return nx_fail(NEXAR_ERR_AUTH, "relay: bad signature of rank %u", rank);
+  return 0;
+}

@@ -57,4 +57,24 @@ int nx_tls_peer_rank(gnutls_session_t s, const uint8_t cluster_id[16], uint32_t 
 int nx_cert_rank(const uint8_t *cert, size_t len, const uint8_t *ca, size_t ca_len,
                  const uint8_t cluster_id[16], uint32_t *rank);
 
+/* Origin signatures for relayed messages (runtime/relay.c): a rank signs with its own key, and
+ * a receiver checks the origin's certificate against the cluster CA (the trust list of the mesh
+ * credentials), its rank in the SAN URI, and then the signature. Verified public keys are kept
+ * per rank, so the chain is checked once per origin (a different certificate for the same rank
+ * is checked again). Not thread-safe: one caller at a time (the engine, under ep->mu). */
+typedef struct nx_signer nx_signer;
+#define NX_SIG_MAX 80u /* an ECDSA P-256 signature (DER) is at most 72 bytes */
+/* From mesh credentials made by nx_tls_creds_new. NOMEM, TLS. */
+int nx_signer_new(nx_signer **out, gnutls_certificate_credentials_t creds,
+                  const uint8_t cluster_id[16]);
+void nx_signer_del(nx_signer *s);
+/* This rank's certificate (DER), for receivers that have not seen it. */
+const uint8_t *nx_signer_cert(const nx_signer *s, size_t *len);
+/* Signs a SHA-256 digest; *siglen <= NX_SIG_MAX. TLS on failure. */
+int nx_signer_sign(nx_signer *s, const uint8_t hash[32], uint8_t sig[NX_SIG_MAX], size_t *siglen);
+/* 0 if sig over hash was made by the key certified for rank. cert may be NULL (certlen 0) when
+ * the rank's certificate was verified before. AUTH (no or wrong certificate, bad signature). */
+int nx_signer_verify(nx_signer *s, uint32_t rank, const uint8_t *cert, size_t certlen,
+                     const uint8_t hash[32], const uint8_t *sig, size_t siglen);
+
 #endif

@@ -63,6 +63,8 @@ add_test(NAME integration.fault COMMAND fault_test)
 set_tests_properties(integration.fault PROPERTIES TIMEOUT 120 LABELS "integration")
 # Elastic membership, ranks as threads through an in-process seed: grow 2 -> 4
 # by joiners, shrink by a leave, elastic_max_world 3 admits one of two.
+add_test(NAME integration.sparse_local COMMAND sparse_local_test)
+set_tests_properties(integration.sparse_local PROPERTIES TIMEOUT 120 LABELS "integration")
 add_test(NAME integration.elastic_local COMMAND elastic_local_test)
 set_tests_properties(integration.elastic_local PROPERTIES TIMEOUT 120 LABELS "integration")
 # A revoke landing while rank 1 starts a barrier or a receive still ends it
@@ -256,3 +258,18 @@ add_test(NAME integration.elastic_example
                  $<TARGET_FILE:example_elastic_train> elastic)
 set_tests_properties(integration.elastic_example PROPERTIES TIMEOUT 240 LABELS "integration")
 # END elastic-example
+# BEGIN sparse
+# Sparse topologies with relay routing (API.md "Topologies"), one rank per
+# network namespace; nft drops every packet between ranks that are not
+# neighbours and any such packet fails the run (sparse_test.sh). fullmesh is
+# the harness's self-check (the rules checked by probes, then a full mesh run
+# under counting rules).
+target_compile_definitions(sparse_worker PRIVATE SPARSE_HAVE_NEIGHBOR_STATS=1)
+foreach(s fullmesh hypercube kregular kill_relay partition cut)
+  add_test(NAME integration.sparse.${s}
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/sparse_test.sh
+                   $<TARGET_FILE:nexar-seed> $<TARGET_FILE:sparse_worker> ${s})
+  set_tests_properties(integration.sparse.${s} PROPERTIES TIMEOUT 180
+                       LABELS "integration;netns" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+endforeach()
+# END sparse

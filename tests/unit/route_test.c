@@ -4,8 +4,9 @@
  * next hop is a live neighbour one step closer on the live graph (so routes
  * are loop-free and shortest), the lowest such, and unreachable ranks have
  * none. Worlds up to 24 get every dead set of size <= 2; 25..64 every single
- * death and 30 seeded pairs (all pairs there would take minutes). Distances come from a reference BFS written here, apart from the
- * module's. Invalid settings are refused with a sentence naming the field. */
+ * death and 30 seeded pairs (all pairs there would take minutes). Distances come from a reference
+ * BFS written here, apart from the module's. Invalid settings are refused with a sentence naming
+ * the field. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +15,7 @@
 
 #define MAXN 64
 
-static uint32_t D[MAXN][MAXN]; /* reference distances on the live graph */
+static uint32_t D[MAXN][MAXN];             /* reference distances on the live graph */
 static uint32_t NB[MAXN][MAXN], NNB[MAXN]; /* reference neighbour lists */
 
 static int adj(int topo, uint32_t k, uint32_t n, uint32_t a, uint32_t b) {
@@ -60,27 +61,54 @@ static void check_graph(int topo, uint32_t k, uint32_t n, const uint8_t *dead) {
     for (uint32_t d = 0; d < n; d++) {
       uint32_t h = nx_route_next_hop(&rt, d);
       if (dead[s] || D[s][d] == UINT32_MAX) {
-        CHECK(dead[s] || h == UINT32_MAX, "topo %d n %u: %u -> %u unreachable but hop %u", topo,
-              n, s, d, h);
+        CHECK(dead[s] || h == UINT32_MAX, "topo %d n %u: %u -> %u unreachable but hop %u", topo, n,
+              s, d, h);
         continue;
       }
       if (d == s) {
         CHECK(h == s, "hop to self");
         continue;
       }
-      CHECK(h < n && !dead[h] && adj(topo, k, n, s, h), "topo %d n %u: %u -> %u via %u: no live "
-            "neighbour", topo, n, s, d, h);
-      CHECK(D[h][d] + 1 == D[s][d], "topo %d n %u: %u -> %u via %u is not shortest", topo, n, s,
-            d, h);
+      CHECK(h < n && !dead[h] && adj(topo, k, n, s, h),
+            "topo %d n %u: %u -> %u via %u: no live "
+            "neighbour",
+            topo, n, s, d, h);
+      CHECK(D[h][d] + 1 == D[s][d], "topo %d n %u: %u -> %u via %u is not shortest", topo, n, s, d,
+            h);
       for (uint32_t i = 0; i < NNB[s] && NB[s][i] < h; i++)
         CHECK(D[NB[s][i]][d] + 1 != D[s][d], "topo %d n %u: %u -> %u via %u, lower %u is as short",
               topo, n, s, d, h, NB[s][i]);
-      CHECK(nx_route_adjacent(&rt, s, h) && nx_route_dials(&rt, s, h) + nx_route_dials(&rt, h, s) == 1,
+      CHECK(nx_route_adjacent(&rt, s, h) &&
+                nx_route_dials(&rt, s, h) + nx_route_dials(&rt, h, s) == 1,
             "adjacency / one dialler");
       g_checked++;
     }
     nx_route_free(&rt);
   }
+  if (n > 16) return;
+  /* the whole path (nx_route_path) is the chain of every node's own next hop */
+  static nx_route all[MAXN];
+  for (uint32_t s = 0; s < n; s++)
+    CHECK(nx_route_build(&all[s], topo, k, n, s, dead) == 0, "build");
+  for (uint32_t s = 0; s < n; s++)
+    for (uint32_t d = 0; d < n; d++) {
+      uint32_t path[MAXN];
+      uint32_t len = nx_route_path(topo, k, n, dead, s, d, path, MAXN);
+      if (s == d || dead[s] || dead[d] || D[s][d] == UINT32_MAX) {
+        CHECK(len == 0, "topo %d n %u: path %u -> %u should be empty", topo, n, s, d);
+        continue;
+      }
+      CHECK(len == D[s][d], "topo %d n %u: path %u -> %u has %u hops, want %u", topo, n, s, d, len,
+            D[s][d]);
+      uint32_t u = s;
+      for (uint32_t i = 0; i < len; i++) {
+        CHECK(path[i] == nx_route_next_hop(&all[u], d), "topo %d n %u: path %u -> %u hop %u", topo,
+              n, s, d, i);
+        u = path[i];
+      }
+    }
+  for (uint32_t s = 0; s < n; s++)
+    nx_route_free(&all[s]);
 }
 
 int main(void) {
@@ -110,7 +138,7 @@ int main(void) {
       for (uint32_t i = 0; i <= n; i++)
         for (uint32_t j = i; j <= n; j++) {
           if (i == j && i != n) continue; /* (n, n): none; (i, n): {i}; (i, j): {i, j} */
-          if (n > 24 && j < n) { /* large worlds: 30 seeded pairs */
+          if (n > 24 && j < n) {          /* large worlds: 30 seeded pairs */
             seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17;
             if (seed % (n * (n - 1) / 2) >= 30) continue;
           }
@@ -134,13 +162,16 @@ int main(void) {
   /* invalid settings name the field */
   char why[160];
   CHECK(nx_topo_check(NEXAR_TOPO_K_REGULAR, 3, 8, why, sizeof why) == NEXAR_ERR_INVALID_ARGUMENT &&
-            strstr(why, "topology_degree"), "odd K");
+            strstr(why, "topology_degree"),
+        "odd K");
   CHECK(nx_topo_check(NEXAR_TOPO_K_REGULAR, 8, 8, why, sizeof why) == NEXAR_ERR_INVALID_ARGUMENT &&
-            strstr(why, "below the world"), "K >= world");
+            strstr(why, "below the world"),
+        "K >= world");
   CHECK(nx_topo_check(NEXAR_TOPO_K_REGULAR, 0, 8, why, sizeof why) == NEXAR_ERR_INVALID_ARGUMENT,
         "K 0");
   CHECK(nx_topo_check(7, 0, 8, why, sizeof why) == NEXAR_ERR_INVALID_ARGUMENT &&
-            strstr(why, "config.topology"), "unknown topology");
+            strstr(why, "config.topology"),
+        "unknown topology");
   nx_route rt;
   CHECK(nx_route_build(&rt, NEXAR_TOPO_K_REGULAR, 5, 8, 0, NULL) == NEXAR_ERR_INVALID_ARGUMENT,
         "build refuses");
@@ -149,6 +180,8 @@ int main(void) {
   dead[1] = dead[4] = 1;
   CHECK(nx_route_build(&rt, NEXAR_TOPO_K_REGULAR, 2, 6, 0, dead) == 0, "ring");
   CHECK(nx_route_next_hop(&rt, 2) == UINT32_MAX && nx_route_next_hop(&rt, 5) == 5, "partitioned");
+  uint32_t un[8];
+  CHECK(nx_route_unreachable(&rt, dead, un, 8) == 2 && un[0] == 2 && un[1] == 3, "unreachable set");
   nx_route_free(&rt);
   printf("route_test: %lu sparse routes checked\n", g_checked);
   return 0;
