@@ -158,8 +158,11 @@ int nx_dstage_new(nx_job *j, const nx_dstage_cbs *cb, nx_dstage **out);
 int nx_dstage_gate(nx_dstage *d, const nx_sched *s, nx_step *st);
 void nx_dstage_finish(nx_dstage *d, const nx_sched *s, const nx_step *st);
 /* Polls events, copies ahead; stop: start no more copies (failure or end).
- * Returns the number of copies outstanding (free only at 0). */
-int nx_dstage_poll(nx_dstage *d, int stop, uint64_t now);
+ * Returns the number of copies outstanding (free only at 0); *loaded (may
+ * be NULL) is set to the number of segments this call found loaded, which
+ * may open a gate: the caller advances the schedule again (no one else
+ * will: an event's completion wakes nobody). */
+int nx_dstage_poll(nx_dstage *d, int stop, uint64_t now, int *loaded);
 int nx_dstage_rc(nx_dstage *d);
 const char *nx_dstage_why(const nx_dstage *d);
 int nx_dstage_async(const nx_dstage *d);

@@ -447,7 +447,8 @@ static void prefetch(nx_dstage *d) {
   }
 }
 
-int nx_dstage_poll(nx_dstage *d, int stop, uint64_t now) {
+int nx_dstage_poll(nx_dstage *d, int stop, uint64_t now, int *loaded) {
+  int nl = 0;
   if (stop && !d->stopped) {
     d->stopped = 1;
     d->stop_ns = now;
@@ -461,11 +462,15 @@ int nx_dstage_poll(nx_dstage *d, int stop, uint64_t now) {
       if (rc == 0) continue;
       g->ev = NULL;
       if (rc < 0) set_rc(d, rc);
-      if (st == SEG_FLUSHING) release_pages(d, g);
+      if (st == SEG_FLUSHING)
+        release_pages(d, g);
+      else
+        nl++;
       atomic_store(&g->state, st == SEG_FLUSHING ? SEG_GONE : SEG_LOADED);
       atomic_fetch_sub(&d->inflight, 1);
     }
   prefetch(d);
+  if (loaded) *loaded = nl;
   return atomic_load(&d->inflight);
 }
 

@@ -89,7 +89,8 @@ static void complete(nx_run *u) {
       rc = nx_dstage_rc(u->dev);
       snprintf(u->why, sizeof u->why, "%s", nx_dstage_why(u->dev));
     }
-    if (nx_dstage_poll(u->dev, 1, u->now) == 0) nx_dstage_free(u->dev); /* else: stuck, leaked */
+    if (nx_dstage_poll(u->dev, 1, u->now, NULL) == 0)
+      nx_dstage_free(u->dev); /* else: stuck, leaked */
     u->dev = NULL;
   }
   if (rc) nx_set_error_text(u->why);
@@ -105,11 +106,19 @@ static void step(nx_run *u) {
   if (u->over) return;
   u->now = nx_now_ns();
   u->wake = UINT64_MAX;
-  if (u->dev) nx_dstage_poll(u->dev, u->j.sched.failed, u->now);
+  if (u->dev) nx_dstage_poll(u->dev, u->j.sched.failed, u->now, NULL);
   int over = nx_sched_advance(&u->j.sched);
   if (u->dev) {
-    /* the run ends only when no device copy is outstanding */
-    int left = nx_dstage_poll(u->dev, over || u->j.sched.failed, u->now);
+    /* The run ends only when no device copy is outstanding. An event found
+     * done here may open a gate the advance just stopped at, and its
+     * completion wakes no one: advance again until no load completes (a
+     * step held only by its own segments would otherwise wait forever). */
+    int loaded = 0;
+    int left = nx_dstage_poll(u->dev, over || u->j.sched.failed, u->now, &loaded);
+    while (loaded && !over) {
+      over = nx_sched_advance(&u->j.sched);
+      left = nx_dstage_poll(u->dev, over || u->j.sched.failed, u->now, &loaded);
+    }
     if (left && over && nx_dstage_stuck(u->dev, u->now)) left = 0;
     if (left && nx_dstage_async(u->dev) && !atomic_exchange(&u->dpoll_set, 1)) {
       atomic_fetch_add(&u->refs, 1);

@@ -3,7 +3,7 @@
  * equals the same call on host buffers bit for bit. Ranks as threads over
  * two nexar_bootstrap_local worlds (one with the adapter, one without), or
  * as processes (mode "procs": two seeds, each process joins both).
- * Modes: threads | async | procs | fail | bad. Sizes 0, 1, 4097 elements
+ * Modes: threads | async | async_slow | procs | fail. Sizes 0, 1, 4097 elements
  * for every form and dtype (f32, bf16, i64); 3 MiB + 1 element for the
  * large forms. */
 #include <math.h>
@@ -311,9 +311,9 @@ static void *thr(void *p) {
   return NULL;
 }
 
-static int run_threads(int async) {
+static int run_threads(int async, unsigned sleep_us) {
   nexar_device_adapter ad;
-  pd_adapter(&ad, async, 0);
+  pd_adapter(&ad, async, sleep_us);
   nexar_config hc, dc;
   nexar_config_default(&hc);
   nexar_config_default(&dc);
@@ -441,15 +441,17 @@ int main(int argc, char **argv) {
   pd_init((size_t)8 << 30);
   int bad;
   if (!strcmp(mode, "threads"))
-    bad = run_threads(0);
+    bad = run_threads(0, 0);
   else if (!strcmp(mode, "async"))
-    bad = run_threads(1);
+    bad = run_threads(1, 0); /* events done at once: found by the run's own poll */
+  else if (!strcmp(mode, "async_slow"))
+    bad = run_threads(1, 300); /* events pending 300 us: found by the re-polls */
   else if (!strcmp(mode, "procs"))
     bad = run_procs();
   else if (!strcmp(mode, "fail"))
     bad = run_fail();
   else {
-    fprintf(stderr, "usage: dev_test threads|async|procs|fail\n");
+    fprintf(stderr, "usage: dev_test threads|async|async_slow|procs|fail\n");
     return 2;
   }
   printf("dev_test %s: %s (%lu device copies)\n", mode, bad ? "FAILED" : "ok", pd_calls());

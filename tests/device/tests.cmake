@@ -6,14 +6,16 @@ add_executable(dev_test ${NX_DEV_DIR}/dev_test.c ${NX_DEV_DIR}/poison_dev.c)
 target_include_directories(dev_test PRIVATE ${NX_DEV_DIR})
 target_link_libraries(dev_test PRIVATE nexar_internal)
 add_test(NAME device.threads COMMAND dev_test threads)
+# async: events done at issue (the hang of issue 13: a gate opened by an
+# event the run's own poll found done was never advanced again); async_slow:
+# events pending 300 us, found by the run's re-polls.
 add_test(NAME device.async COMMAND dev_test async)
+add_test(NAME device.async_slow COMMAND dev_test async_slow)
 add_test(NAME device.procs COMMAND dev_test procs)
 add_test(NAME device.bulk_tcp COMMAND dev_test threads)
 add_test(NAME device.fail COMMAND dev_test fail)
-set_tests_properties(device.threads device.async device.procs device.fail PROPERTIES TIMEOUT 120
+set_tests_properties(device.threads device.async device.async_slow device.procs device.fail
+                     PROPERTIES TIMEOUT 120
                      LABELS "device;collective;p2p")
 set_tests_properties(device.bulk_tcp PROPERTIES TIMEOUT 120 LABELS "device;collective;p2p;bulk"
                      ENVIRONMENT "NEXAR_BULK_TCP_LOCAL=1;NEXAR_BULK_MIN_BYTES=0")
-# The asynchronous adapter (events polled by the engine) still hangs in one
-# form (all_gather_v, 1 element): disabled until fixed (see the report of issue 13).
-set_tests_properties(device.async PROPERTIES DISABLED TRUE)
