@@ -19,3 +19,12 @@ set_tests_properties(device.threads device.async device.async_slow device.procs 
                      LABELS "device;collective;p2p")
 set_tests_properties(device.bulk_tcp PROPERTIES TIMEOUT 120 LABELS "device;collective;p2p;bulk"
                      ENVIRONMENT "NEXAR_BULK_TCP_LOCAL=1;NEXAR_BULK_MIN_BYTES=0")
+# libnexar-cuda: skipped (77) without a CUDA device; the missing-library
+# path is checked either way.
+if(TARGET nexar_cuda)
+  add_executable(cuda_smoke ${NX_DEV_DIR}/cuda_smoke.c)
+  target_link_libraries(cuda_smoke PRIVATE nexar nexar_cuda Threads::Threads ${CMAKE_DL_LIBS})
+  add_test(NAME device.cuda_smoke COMMAND cuda_smoke)
+  set_tests_properties(device.cuda_smoke PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+                       LABELS "device;cuda")
+endif()
