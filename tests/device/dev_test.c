@@ -5,7 +5,8 @@
  * as processes (mode "procs": two seeds, each process joins both).
  * Modes: threads | async | async_slow | procs | fail. Sizes 0, 1, 4097 elements
  * for every form and dtype (f32, bf16, i64); 3 MiB + 1 element for the
- * large forms. */
+ * large forms. With NEXAR_DEV_TEST_CUDA=<ordinal> (and libnexar-cuda built)
+ * the device is that CUDA device and the adapter libnexar-cuda's. */
 #include <math.h>
 #include <nexar/nexar.h>
 #include <pthread.h>
@@ -438,6 +439,15 @@ static int run_fail(void) {
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "threads";
+  const char *cuda = getenv("NEXAR_DEV_TEST_CUDA"); /* a device ordinal: gpu_check.sh */
+  if (cuda && *cuda) {
+#ifdef NX_DEV_CUDA
+    pd_use(pd_cuda_backend((int)strtol(cuda, NULL, 10)));
+#else
+    fprintf(stderr, "dev_test: built without libnexar-cuda (NEXAR_DEV_TEST_CUDA ignored)\n");
+    return 77;
+#endif
+  }
   pd_init((size_t)8 << 30);
   int bad;
   if (!strcmp(mode, "threads"))

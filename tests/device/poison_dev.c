@@ -16,8 +16,14 @@ static atomic_size_t pd_top;
 static pthread_mutex_t pd_mu = PTHREAD_MUTEX_INITIALIZER;
 static atomic_ulong pd_ncalls, pd_fail_at;
 static unsigned pd_sleep_us;
+static const pd_backend *pd_be;
+
+void pd_use(const pd_backend *b) {
+  pd_be = b;
+}
 
 void pd_init(size_t reserve) {
+  if (pd_be) return;
   pd_base = mmap(NULL, reserve, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (pd_base == MAP_FAILED) {
     perror("pd_init mmap");
@@ -27,6 +33,7 @@ void pd_init(size_t reserve) {
 }
 
 void *pd_alloc(size_t bytes) {
+  if (pd_be) return pd_be->alloc(bytes);
   size_t n = (bytes + 4095) / 4096 * 4096 + 4096; /* a guard page after each */
   size_t at = atomic_fetch_add(&pd_top, n);
   if (at + n > pd_size) {
@@ -37,6 +44,10 @@ void *pd_alloc(size_t bytes) {
 }
 
 void pd_free(void *p, size_t bytes) {
+  if (pd_be) {
+    pd_be->free(p);
+    return;
+  }
   if (bytes) madvise(p, (bytes + 4095) / 4096 * 4096, MADV_DONTNEED);
 }
 
@@ -61,9 +72,17 @@ static void copy(void *dst, const void *src, size_t n, const void *dev) {
 }
 
 void pd_put(void *dev, const void *host, size_t n) {
+  if (pd_be) {
+    pd_be->put(dev, host, n);
+    return;
+  }
   copy(dev, host, n, dev);
 }
 void pd_get(void *host, const void *dev, size_t n) {
+  if (pd_be) {
+    pd_be->get(host, dev, n);
+    return;
+  }
   copy(host, dev, n, dev);
 }
 
@@ -142,6 +161,10 @@ static void hfree(void *ctx, void *p) {
 }
 
 void pd_adapter(nexar_device_adapter *a, int async, unsigned sleep_us) {
+  if (pd_be) {
+    pd_be->adapter(a, async);
+    return;
+  }
   memset(a, 0, sizeof *a);
   pd_sleep_us = sleep_us;
   a->struct_size = async ? sizeof *a : offsetof(nexar_device_adapter, to_host_async);

@@ -23,4 +23,18 @@ unsigned long pd_calls(void);
 /* fail the n-th next copy (0: never) */
 void pd_fail_after(unsigned long n);
 
+/* A real device instead (gpu_check: dev_test with NEXAR_DEV_TEST_CUDA set):
+ * pd_alloc, pd_free, pd_put, pd_get and pd_adapter then go to these. */
+typedef struct pd_backend {
+  void *(*alloc)(size_t bytes);
+  void (*free)(void *p);
+  void (*put)(void *dev, const void *host, size_t bytes);
+  void (*get)(void *host, const void *dev, size_t bytes);
+  void (*adapter)(nexar_device_adapter *a, int async);
+} pd_backend;
+void pd_use(const pd_backend *b);
+/* tests/device/cuda_dev.c (built with libnexar-cuda): the backend on CUDA
+ * device ordinal `device`, or NULL (a sentence on stderr) */
+const pd_backend *pd_cuda_backend(int device);
+
 #endif

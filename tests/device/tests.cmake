@@ -22,6 +22,10 @@ set_tests_properties(device.bulk_tcp PROPERTIES TIMEOUT 120 LABELS "device;colle
 # libnexar-cuda: skipped (77) without a CUDA device; the missing-library
 # path is checked either way.
 if(TARGET nexar_cuda)
+  # dev_test on a real device (NEXAR_DEV_TEST_CUDA=<ordinal>, scripts/gpu_check.sh)
+  target_sources(dev_test PRIVATE ${NX_DEV_DIR}/cuda_dev.c)
+  target_compile_definitions(dev_test PRIVATE NX_DEV_CUDA)
+  target_link_libraries(dev_test PRIVATE nexar_cuda ${CMAKE_DL_LIBS})
   add_executable(cuda_smoke ${NX_DEV_DIR}/cuda_smoke.c)
   target_link_libraries(cuda_smoke PRIVATE nexar nexar_cuda Threads::Threads ${CMAKE_DL_LIBS})
   add_test(NAME device.cuda_smoke COMMAND cuda_smoke)
