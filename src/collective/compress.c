@@ -110,9 +110,9 @@ int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count, nexar_
    * below; the residual is host memory (API.md). */
   const nexar_device_adapter *ad = c->cfg.adapter;
   size_t segb = c->ep->knobs.device_segment_bytes;
-  if (!ad)
-    memcpy(acc, buf, count * es);
-  else if ((rc = nx_dev_copy(ad, 0, acc, buf, count * es, segb, "all_reduce_compressed")) != 0) {
+  if (!ad) {
+    if (count) memcpy(acc, buf, count * es); /* buf may be NULL at count 0 */
+  } else if ((rc = nx_dev_copy(ad, 0, acc, buf, count * es, segb, "all_reduce_compressed")) != 0) {
     free(mine), free(all), free(acc), free(cands);
     return rc;
   }
@@ -127,7 +127,7 @@ int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count, nexar_
   }
   if (count) qsort(cands, count, sizeof *cands, by_mag);
   /* the residual keeps the unsent part; the k chosen leave it */
-  memcpy(residual, acc, count * es);
+  if (count) memcpy(residual, acc, count * es);
   for (size_t j = 0; j < k; j++) {
     uint32_t idx = cands[j].idx;
     memcpy(mine + j * rec, &idx, 4);
@@ -137,7 +137,7 @@ int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count, nexar_
   rc = nx_all_gather_host(c, mine, all, chunk, NEXAR_U8);
   void *out = ad ? acc : buf; /* acc is free again */
   if (!rc) {
-    memset(out, 0, count * es);
+    if (count) memset(out, 0, count * es);
     for (size_t r = 0; r < n; r++) /* rank order: identical sums everywhere */
       for (size_t j = 0; j < k; j++) {
         uint32_t idx;
