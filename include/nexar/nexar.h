@@ -675,12 +675,56 @@ NEXAR_EXTERN int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t 
                                              nexar_dtype dt, nexar_op op,
                                              const nexar_compressor *comp, void *residual);
 
-/** Device memory access for p2p and collective buffers. */
+/** Device memory access for p2p and collective buffers (nexar_config.adapter).
+ *
+ * With an adapter set, every p2p and collective data buffer is device memory
+ * that the library touches only through these callbacks, on every path
+ * (small, large, pipelined, same-host copy, TCP bulk, relayed, compressed,
+ * split children, _nb). RPC data, compression residuals, bucket descriptors
+ * and count/displacement arrays stay in host memory. Collectives stage the
+ * device regions of each schedule step through host segments whose bounds
+ * are a pure function of (offset, length) (NEXAR_DEVICE_SEGMENT_BYTES, 1 MiB):
+ * a segment is copied out before the first step that reads it (up to
+ * NEXAR_DEVICE_PREFETCH segments ahead, on NEXAR_DEVICE_COPY_THREADS copy
+ * threads, while earlier segments are on the wire) and copied back once the
+ * last step that writes it is done; the algorithm, its messages and its
+ * reduction order are those of host buffers, so results are bit-identical.
+ * Point-to-point messages are staged whole (copied in segments).
+ *
+ * Callbacks run on library threads, possibly concurrently, and make their
+ * own device context current. A non-zero return (or a failed event) fails
+ * the operation with NEXAR_ERR_IO. An adapter without to_host/from_host is
+ * NEXAR_ERR_INVALID_ARGUMENT when the config is used.
+ *
+ * The synchronous adapter is the first four fields (struct_size =
+ * offsetof(nexar_device_adapter, to_host_async) keeps working); the
+ * asynchronous fields after them are read only when struct_size covers
+ * them, and each may be NULL. */
 typedef struct nexar_device_adapter {
   size_t struct_size; /* caller sets sizeof(nexar_device_adapter) */
   void *ctx;
   int (*to_host)(void *ctx, void *host_dst, const void *dev_src, size_t len);
   int (*from_host)(void *ctx, void *dev_dst, const void *host_src, size_t len);
+  /* --- asynchronous adapter (appended). Used when to_host_async,
+   * from_host_async, event_query and event_release are all set: a copy is
+   * issued (returns 0 and an event, or non-zero: NEXAR_ERR_IO), the engine
+   * polls event_query from its progress loop (1 done, 0 not yet, negative:
+   * the copy failed, NEXAR_ERR_IO; it must never block), and releases every
+   * event it got exactly once, also after a failure or an abort. Host
+   * buffers stay untouched until the event is done. */
+  int (*to_host_async)(void *ctx, void *host_dst, const void *dev_src, size_t len, void **event);
+  int (*from_host_async)(void *ctx, void *dev_dst, const void *host_src, size_t len, void **event);
+  int (*event_query)(void *ctx, void *event);
+  void (*event_release)(void *ctx, void *event);
+  /* Optional pinned host memory for staging buffers (NULL: malloc); NULL
+   * from host_alloc falls back to malloc. */
+  void *(*host_alloc)(void *ctx, size_t len);
+  void (*host_free)(void *ctx, void *p);
+  /* Optional device-side reduction dev_dst = dev_dst op dev_src (count
+   * elements). Reserved: this version reduces on host staging (so results
+   * are bit-identical to host buffers) and never calls it. */
+  int (*reduce)(void *ctx, void *dev_dst, const void *dev_src, size_t count, nexar_dtype dt,
+                nexar_op op);
 } nexar_device_adapter;
 
 /* -------------------------------------------------------- observability */

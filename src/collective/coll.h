@@ -45,6 +45,10 @@ typedef struct nx_job {
   uint8_t sink[8];       /* receive target of tokens (lives as long as the job) */
   nx_algo_params params; /* defaults + the communicator's config */
   nx_sched sched;        /* what the algorithm built */
+  /* device buffers (the communicator's adapter; NULL: host memory, also
+   * for the library's own host calls: host_only) */
+  const nexar_device_adapter *ad;
+  int host_only;
 } nx_job;
 
 /* Scratch memory owned by the job, freed only after nx_coll_end (so a
@@ -137,6 +141,38 @@ int nx_run_new(const nx_job *j, nx_job **out);
 nexar_request *nx_run_start(nx_job *j);
 int nx_run_end_now(nx_job *j, int rc);
 void nx_run_discard(nx_job *j);
+
+/* devstage.c: the host staging of a job's device buffers (see there). */
+typedef struct nx_dstage nx_dstage;
+typedef struct nx_dstage_cbs {
+  void (*wake)(void *arg); /* a copy finished (any thread): advance the run */
+  void (*hold)(void *arg); /* a copy thread takes a reference to the run */
+  void (*drop)(void *arg); /* and drops it */
+  void *arg;
+} nx_dstage_cbs;
+/* After the build: shadows j's device regions and rewrites the schedule's
+ * pointers into them. *out NULL when j has no adapter or no device bytes.
+ * 0, NOMEM, or PROTOCOL (text set). */
+int nx_dstage_new(nx_job *j, const nx_dstage_cbs *cb, nx_dstage **out);
+/* The executor's gate and finish hooks (proto/sched.h). */
+int nx_dstage_gate(nx_dstage *d, const nx_sched *s, nx_step *st);
+void nx_dstage_finish(nx_dstage *d, const nx_sched *s, const nx_step *st);
+/* Polls events, copies ahead; stop: start no more copies (failure or end).
+ * Returns the number of copies outstanding (free only at 0); *loaded (may
+ * be NULL) is set to the number of segments this call found loaded, which
+ * may open a gate: the caller advances the schedule again (no one else
+ * will: an event's completion wakes nobody). */
+int nx_dstage_poll(nx_dstage *d, int stop, uint64_t now, int *loaded);
+int nx_dstage_rc(nx_dstage *d);
+const char *nx_dstage_why(const nx_dstage *d);
+int nx_dstage_async(const nx_dstage *d);
+/* 1 when stopped with copies pending for over 10 s (then leak, not free) */
+int nx_dstage_stuck(const nx_dstage *d, uint64_t now);
+void nx_dstage_free(nx_dstage *d);
+
+/* An all_gather of host buffers even when the communicator has an adapter
+ * (the compressed allreduce's exchange). */
+int nx_all_gather_host(nexar_client *c, const void *send, void *recv, size_t count, nexar_dtype dt);
 
 /* Builds the whole schedule of a started (or simulated) job: the mismatch
  * token or synchronisation of coll_api.c around the algorithm. */

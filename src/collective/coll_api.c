@@ -4,6 +4,7 @@
  * collective, so it takes its place in the order and the peers learn of it. */
 #include "collective/coll.h"
 #include "reduce/reduce.h"
+#include "runtime/comm.h"
 #include "runtime/request.h"
 
 #include <stdio.h>
@@ -250,31 +251,30 @@ static int first_send_to_next(const nx_job *j, uint32_t r) {
 /* NEXAR_AVG: the algorithms reduce it as a sum; this step, the last of the
  * schedule, divides the final sum in place, once, on every rank that holds a
  * result (so all ranks of an allreduce divide the same bits the same way). */
-static int avg_step(void *arg) {
-  nx_job *j = arg;
+static void avg_steps(nx_job *j) {
   uint32_t n = j->world;
+  nx_sched *s = &j->sched;
   switch (j->kind) {
   case NX_COLL_ALL_REDUCE:
   case NX_COLL_ALL_REDUCE_RS_AG:
-    nx_avg_div(j->buf, j->count, j->dt, n);
+    nx_sched_avg(s, j->buf, j->count, n);
     break;
   case NX_COLL_REDUCE:
-    if (j->rank == j->root) nx_avg_div(j->buf, j->count, j->dt, n);
+    if (j->rank == j->root) nx_sched_avg(s, j->buf, j->count, n);
     break;
   case NX_COLL_REDUCE_SCATTER:
-    nx_avg_div(j->recv, j->count, j->dt, n);
+    nx_sched_avg(s, j->recv, j->count, n);
     break;
   case NX_COLL_REDUCE_SCATTER_V:
-    nx_avg_div(j->recv, j->rcounts[j->rank], j->dt, n);
+    nx_sched_avg(s, j->recv, j->rcounts[j->rank], n);
     break;
   case NX_COLL_ALL_REDUCE_BUCKETED:
     for (size_t i = 0; i < j->nbuckets; i++)
-      nx_avg_div(j->buckets[i].buf, j->buckets[i].count, j->dt, n);
+      nx_sched_avg(s, j->buckets[i].buf, j->buckets[i].count, n);
     break;
   default:
     break;
   }
-  return 0;
 }
 
 static int build_body(nx_job *j) {
@@ -302,7 +302,7 @@ int nx_job_build(nx_job *j) {
   int rc = build_body(j);
   if (!rc && j->world > 1 && is_reduction(j->kind) && j->op == NEXAR_AVG) {
     nx_sched_wait_all(&j->sched); /* no send still reads what is divided */
-    nx_j_call(j, avg_step);
+    avg_steps(j);                 /* steps on the buffers, so device staging sees them */
   }
   return rc;
 }
@@ -318,6 +318,7 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
   if (nb && req) *req = NULL;
   if (j->kind == NX_COLL_SPLIT && j->out) *j->out = NULL;
   if (!j->c) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: client is NULL", name);
+  j->ad = j->host_only ? NULL : j->c->cfg.adapter;
   int vrc = validate(j, nexar_rank(j->c), nexar_world_size(j->c));
   if (!vrc && nb && !req) vrc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: req is NULL", name);
   nx_job *run = NULL;
@@ -399,6 +400,12 @@ int nexar_all_gather(nexar_client *c, const void *send, void *recv, size_t count
   JOB(NX_COLL_ALL_GATHER, .send = send, .recv = recv, .count = count, .dt = dt);
   return coll_call(&j, 0, NULL);
 }
+int nx_all_gather_host(nexar_client *c, const void *send, void *recv, size_t count,
+                       nexar_dtype dt) {
+  JOB(NX_COLL_ALL_GATHER, .send = send, .recv = recv, .count = count, .dt = dt, .host_only = 1);
+  return coll_call(&j, 0, NULL);
+}
+
 int nexar_all_gather_nb(nexar_client *c, const void *send, void *recv, size_t count, nexar_dtype dt,
                         nexar_request **req) {
   JOB(NX_COLL_ALL_GATHER, .send = send, .recv = recv, .count = count, .dt = dt);

@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "collective/coll.h"
 #include "reduce/reduce.h"
 #include "runtime/comm.h"
+#include "runtime/devcopy.h"
 
 struct nexar_compressor {
   int random;
@@ -103,8 +105,17 @@ int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count, nexar_
     free(mine), free(all), free(acc), free(cands);
     return nx_fail(NEXAR_ERR_NOMEM, "all_reduce_compressed");
   }
-  /* error feedback: what was not sent last time is added back now */
-  memcpy(acc, buf, count * es);
+  /* error feedback: what was not sent last time is added back now. With an
+   * adapter buf is device memory: copied out here, the result copied back
+   * below; the residual is host memory (API.md). */
+  const nexar_device_adapter *ad = c->cfg.adapter;
+  size_t segb = c->ep->knobs.device_segment_bytes;
+  if (!ad) {
+    if (count) memcpy(acc, buf, count * es); /* buf may be NULL at count 0 */
+  } else if ((rc = nx_dev_copy(ad, 0, acc, buf, count * es, segb, "all_reduce_compressed")) != 0) {
+    free(mine), free(all), free(acc), free(cands);
+    return rc;
+  }
   nx_reduce(acc, residual, count, dt, NEXAR_SUM);
   pthread_mutex_lock(&c->ep->mu);
   uint64_t call = c->next_seq; /* equal on every rank: same draw everywhere */
@@ -116,16 +127,17 @@ int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count, nexar_
   }
   if (count) qsort(cands, count, sizeof *cands, by_mag);
   /* the residual keeps the unsent part; the k chosen leave it */
-  memcpy(residual, acc, count * es);
+  if (count) memcpy(residual, acc, count * es);
   for (size_t j = 0; j < k; j++) {
     uint32_t idx = cands[j].idx;
     memcpy(mine + j * rec, &idx, 4);
     memcpy(mine + j * rec + 4, (uint8_t *)acc + (size_t)idx * es, es);
     memset((uint8_t *)residual + (size_t)idx * es, 0, es);
   }
-  rc = nexar_all_gather(c, mine, all, chunk, NEXAR_U8);
+  rc = nx_all_gather_host(c, mine, all, chunk, NEXAR_U8);
+  void *out = ad ? acc : buf; /* acc is free again */
   if (!rc) {
-    memset(buf, 0, count * es);
+    if (count) memset(out, 0, count * es);
     for (size_t r = 0; r < n; r++) /* rank order: identical sums everywhere */
       for (size_t j = 0; j < k; j++) {
         uint32_t idx;
@@ -134,9 +146,10 @@ int nexar_all_reduce_compressed(nexar_client *c, void *buf, size_t count, nexar_
           rc = nx_fail(NEXAR_ERR_PROTOCOL, "all_reduce_compressed: rank %zu sent index %u", r, idx);
           break;
         }
-        nx_reduce((uint8_t *)buf + (size_t)idx * es, all + (r * k + j) * rec + 4, 1, dt, NEXAR_SUM);
+        nx_reduce((uint8_t *)out + (size_t)idx * es, all + (r * k + j) * rec + 4, 1, dt, NEXAR_SUM);
       }
-    if (!rc && op == NEXAR_AVG) nx_avg_div(buf, count, dt, (uint32_t)n); /* once, on the sum */
+    if (!rc && op == NEXAR_AVG) nx_avg_div(out, count, dt, (uint32_t)n); /* once, on the sum */
+    if (!rc && ad) rc = nx_dev_copy(ad, 1, buf, out, count * es, segb, "all_reduce_compressed");
   }
   free(mine), free(all), free(acc), free(cands);
   return rc;

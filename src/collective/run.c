@@ -25,6 +25,9 @@ typedef struct nx_run {
   nexar_request *req;
   int over;
   atomic_int timer_set; /* step armed the timer; cleared when it fires */
+  nx_dstage *dev;       /* device staging (NULL: host buffers) */
+  nx_work dpoll;        /* re-advances while device events are pending */
+  atomic_int dpoll_set;
   uint64_t now, wake;
   char why[512];
 } nx_run;
@@ -59,7 +62,18 @@ static void op_fail(void *ctx, int rc) {
   nx_coll_fail(u->j.k, rc);
 }
 
-static const nx_sched_ops port_ops = {op_post, op_reap, op_fail};
+static int op_gate(void *ctx, nx_step *st) {
+  nx_run *u = ctx;
+  return nx_dstage_gate(u->dev, &u->j.sched, st);
+}
+
+static void op_finish(void *ctx, const nx_step *st) {
+  nx_run *u = ctx;
+  nx_dstage_finish(u->dev, &u->j.sched, st);
+}
+
+static const nx_sched_ops port_ops = {op_post, op_reap, op_fail, NULL, NULL};
+static const nx_sched_ops dev_ops = {op_post, op_reap, op_fail, op_gate, op_finish};
 
 /* ------------------------------------------------------------- driving */
 
@@ -68,7 +82,17 @@ static int end_job(nx_job *j, int rc);
 static void complete(nx_run *u) {
   u->over = 1;
   if (nx_ep_undefer(u->ep, &u->timer)) atomic_fetch_sub(&u->refs, 1); /* never the last */
+  if (nx_ep_undefer(u->ep, &u->dpoll)) atomic_fetch_sub(&u->refs, 1);
   int rc = u->j.sched.rc;
+  if (u->dev) {
+    if (!rc && nx_dstage_rc(u->dev)) {
+      rc = nx_dstage_rc(u->dev);
+      snprintf(u->why, sizeof u->why, "%s", nx_dstage_why(u->dev));
+    }
+    if (nx_dstage_poll(u->dev, 1, u->now, NULL) == 0)
+      nx_dstage_free(u->dev); /* else: stuck, leaked */
+    u->dev = NULL;
+  }
   if (rc) nx_set_error_text(u->why);
   rc = end_job(&u->j, rc);
   nx_sched_free(&u->j.sched);
@@ -82,7 +106,27 @@ static void step(nx_run *u) {
   if (u->over) return;
   u->now = nx_now_ns();
   u->wake = UINT64_MAX;
-  if (nx_sched_advance(&u->j.sched)) {
+  if (u->dev) nx_dstage_poll(u->dev, u->j.sched.failed, u->now, NULL);
+  int over = nx_sched_advance(&u->j.sched);
+  if (u->dev) {
+    /* The run ends only when no device copy is outstanding. An event found
+     * done here may open a gate the advance just stopped at, and its
+     * completion wakes no one: advance again until no load completes (a
+     * step held only by its own segments would otherwise wait forever). */
+    int loaded = 0;
+    int left = nx_dstage_poll(u->dev, over || u->j.sched.failed, u->now, &loaded);
+    while (loaded && !over) {
+      over = nx_sched_advance(&u->j.sched);
+      left = nx_dstage_poll(u->dev, over || u->j.sched.failed, u->now, &loaded);
+    }
+    if (left && over && nx_dstage_stuck(u->dev, u->now)) left = 0;
+    if (left && nx_dstage_async(u->dev) && !atomic_exchange(&u->dpoll_set, 1)) {
+      atomic_fetch_add(&u->refs, 1);
+      if (!nx_ep_defer_at(u->ep, &u->dpoll, u->now + 50000)) atomic_fetch_sub(&u->refs, 1);
+    }
+    if (left && over) return; /* a copy's end advances us again */
+  }
+  if (over) {
     complete(u);
     return;
   }
@@ -111,6 +155,13 @@ static void on_kick(nx_work *w) {
   unref(u);
 }
 
+static void on_dpoll(nx_work *w) {
+  nx_run *u = (nx_run *)((char *)w - offsetof(nx_run, dpoll));
+  atomic_store(&u->dpoll_set, 0);
+  drive(u);
+  unref(u);
+}
+
 static void on_timer(nx_work *w) {
   nx_run *u = (nx_run *)((char *)w - offsetof(nx_run, timer));
   atomic_store(&u->timer_set, 0);
@@ -129,6 +180,17 @@ static void on_done(void *arg) {
     if (atomic_compare_exchange_weak(&u->pending, &p, p + 1)) return;
   atomic_fetch_add(&u->refs, 1);
   if (!nx_ep_defer(u->ep, &u->kick)) atomic_fetch_sub(&u->refs, 1);
+}
+
+/* A device copy thread's references and its wake-up (devstage.c). */
+static void dev_wake(void *arg) {
+  on_done(arg);
+}
+static void dev_hold(void *arg) {
+  atomic_fetch_add(&((nx_run *)arg)->refs, 1);
+}
+static void dev_drop(void *arg) {
+  unref(arg);
 }
 
 /* ------------------------------------------------------------ the calls */
@@ -171,6 +233,7 @@ int nx_run_new(const nx_job *j, nx_job **out) {
   atomic_init(&u->refs, 1);
   u->kick.fn = on_kick;
   u->timer.fn = on_timer;
+  u->dpoll.fn = on_dpoll;
   *out = &u->j;
   return 0;
 }
@@ -191,9 +254,15 @@ nexar_request *nx_run_start(nx_job *j) {
   nx_coll_watch(j->k, on_done, u);
   nx_sched_init(&j->sched, j->dt, j->op);
   int rc = nx_job_build(j);
-  if (!rc && (rc = nx_sched_start(&j->sched, &port_ops, u)) != 0)
+  if (!rc && !j->sched.nomem && j->ad) {
+    nx_dstage_cbs cb = {dev_wake, dev_hold, dev_drop, u};
+    rc = nx_dstage_new(j, &cb, &u->dev);
+  }
+  if (!rc && (rc = nx_sched_start(&j->sched, u->dev ? &dev_ops : &port_ops, u)) != 0)
     nx_fail(rc, "%s: out of memory for its schedule", nx_job_name(j));
   if (rc) {
+    nx_dstage_free(u->dev); /* no copy started yet */
+    u->dev = NULL;
     rc = end_job(j, rc);
     nx_sched_free(&j->sched);
     u->over = 1;

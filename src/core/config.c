@@ -68,9 +68,9 @@ enum { Z0 = 0, Z1 = 1 };
   X(elastic_checkpoint_timeout_ms, "NEXAR_ELASTIC_CHECKPOINT_TIMEOUT_MS", NX_K_U32, 60000, 1,      \
     NX_DAY_MS, Z1)                                                                                 \
   X(cluster_token, "NEXAR_CLUSTER_TOKEN", NX_K_SECRET, 0, 0, NX_STR_MAX, Z1)                       \
-  X(bind_addr, "NEXAR_BIND_ADDR", NX_K_STR, 0, 0, 300, Z1)                                        \
+  X(bind_addr, "NEXAR_BIND_ADDR", NX_K_STR, 0, 0, 300, Z1)                                         \
   X(unexpected_budget_bytes, "NEXAR_UNEXPECTED_BUDGET_BYTES", NX_K_BYTES, 256 * NX_MIB, NX_MIB,    \
-    NX_SZ(NX_TIB), Z0)                                                                            \
+    NX_SZ(NX_TIB), Z0)                                                                             \
   X(recovery_quorum, "NEXAR_RECOVERY_QUORUM", NX_K_QUORUM, NEXAR_QUORUM_MAJORITY, 0, 1, Z1)
 
 typedef struct nx_cfg_entry {
@@ -533,10 +533,13 @@ static int nx_config_validate(const nexar_config *c) {
 /* Settings that are valid but not implemented yet: refused, never silently
  * replaced (a full mesh, host memory). */
 static int nx_config_supported(const nexar_config *c) {
-  if (c->adapter)
-    return nx_fail(NEXAR_ERR_UNSUPPORTED,
-                   "config.adapter: device adapters are not implemented yet; buffers must be "
-                   "host memory and adapter NULL");
+  const nexar_device_adapter *a = c->adapter;
+  if (a && (a->struct_size < offsetof(nexar_device_adapter, to_host_async) || !a->to_host ||
+            !a->from_host))
+    return nx_fail(NEXAR_ERR_INVALID_ARGUMENT,
+                   "config.adapter: struct_size %zu (at least %zu) with to_host and from_host "
+                   "set is required",
+                   a->struct_size, offsetof(nexar_device_adapter, to_host_async));
   return 0;
 }
 

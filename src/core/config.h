@@ -100,7 +100,14 @@ typedef struct nx_knobs {
   const char *reduce_impl; /* NEXAR_REDUCE_IMPL: "auto" (default), "scalar", "avx2", "avx512" */
   int bulk_tcp_local;      /* NEXAR_BULK_TCP_LOCAL: bool, 0 */
   size_t bulk_min_bytes;   /* NEXAR_BULK_MIN_BYTES: 0..1 TiB or auto */
-  const char *test_impair; /* NEXAR_TEST_IMPAIR: at most 512 characters */
+  /* device staging (nexar_device_adapter): segment size (pure function of
+   * offset and length; 4 KiB..1 GiB, 1 MiB), segments copied out ahead of
+   * their first use (1..1024, 8), copy threads for synchronous adapters,
+   * process-wide (1..16, 2; the first endpoint's value counts) */
+  size_t device_segment_bytes;  /* NEXAR_DEVICE_SEGMENT_BYTES */
+  uint32_t device_prefetch;     /* NEXAR_DEVICE_PREFETCH */
+  uint32_t device_copy_threads; /* NEXAR_DEVICE_COPY_THREADS */
+  const char *test_impair;      /* NEXAR_TEST_IMPAIR: at most 512 characters */
   /* NEXAR_TEST_AGREE_EXIT (test hook): collect | accept:K | commit:K makes the
    * process _exit(9) after sending COLLECT, or ACCEPT / COMMIT to K members;
    * promise: after its first PROMISE; ready: once its connections to a

@@ -51,7 +51,11 @@ static const nx_knob_name nx_impl_names[] = {
   X(bulk_tcp_local, "NEXAR_BULK_TCP_LOCAL", NX_KB_BOOL, 0, 0, 1, NULL)                             \
   X(bulk_min_bytes, "NEXAR_BULK_MIN_BYTES", NX_KB_BYTES, NX_KNOB_AUTO_SIZE, 0, (uint64_t)1 << 40,  \
     NULL)                                                                                          \
-  X(test_impair, "NEXAR_TEST_IMPAIR", NX_KB_STR, 0, 0, 512, NULL)                                 \
+  X(device_segment_bytes, "NEXAR_DEVICE_SEGMENT_BYTES", NX_KB_BYTES, (uint64_t)1 << 20, 4096,      \
+    (uint64_t)1 << 30, NULL)                                                                       \
+  X(device_prefetch, "NEXAR_DEVICE_PREFETCH", NX_KB_U32, 8, 1, 1024, NULL)                         \
+  X(device_copy_threads, "NEXAR_DEVICE_COPY_THREADS", NX_KB_U32, 2, 1, 16, NULL)                   \
+  X(test_impair, "NEXAR_TEST_IMPAIR", NX_KB_STR, 0, 0, 512, NULL)                                  \
   X(test_agree_exit, "NEXAR_TEST_AGREE_EXIT", NX_KB_STR, 0, 0, 32, NULL)
 
 typedef struct nx_knob_entry {

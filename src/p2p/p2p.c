@@ -4,6 +4,7 @@
 #include <time.h>
 
 #include "runtime/comm.h"
+#include "runtime/devcopy.h"
 #include "runtime/request.h"
 
 static int check_iov(const nexar_iovec *iov, size_t n, const char *op, uint64_t *total) {
@@ -18,6 +19,32 @@ static int check_iov(const nexar_iovec *iov, size_t n, const char *op, uint64_t 
   return 0;
 }
 
+/* With an adapter, p2p buffers are device memory: a message is staged whole
+ * in host memory (the adapter's pinned memory when it has some), copied
+ * out in segments of NEXAR_DEVICE_SEGMENT_BYTES before it is sent, or
+ * copied in when the receive is waited (request.c). The staging is what
+ * QUIC, the same-host rendezvous and the TCP bulk path read and write. */
+static int dev_stage_out(nexar_client *c, const nexar_iovec *iov, size_t n, uint64_t total,
+                         void **host) {
+  const nexar_device_adapter *ad = c->cfg.adapter;
+  *host = nx_dev_host_alloc(ad, (size_t)total);
+  if (!*host)
+    return nx_fail(NEXAR_ERR_NOMEM, "send: %llu bytes of device staging",
+                   (unsigned long long)total);
+  size_t off = 0;
+  for (size_t i = 0; i < n; i++) {
+    int rc = nx_dev_copy(ad, 0, (char *)*host + off, iov[i].base, iov[i].len,
+                         c->ep->knobs.device_segment_bytes, "send");
+    if (rc) {
+      nx_dev_host_free(ad, *host);
+      *host = NULL;
+      return rc;
+    }
+    off += iov[i].len;
+  }
+  return 0;
+}
+
 static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t dest,
                       uint32_t tag, nexar_request **out) {
   *out = NULL;
@@ -28,8 +55,21 @@ static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   if (dest >= c->size)
     return nx_fail(NEXAR_ERR_INVALID_RANK, "send to rank %u: comm %llu has %u ranks", dest,
                    (unsigned long long)c->id, c->size);
+  void *host = NULL;
+  nexar_iovec hv;
+  if (c->cfg.adapter && total) {
+    if ((rc = dev_stage_out(c, iov, n, total, &host))) return rc;
+    hv = (nexar_iovec){host, (size_t)total};
+    iov = &hv;
+    n = 1;
+  }
   nexar_request *r = nx_req_new();
-  if (!r) return nx_fail(NEXAR_ERR_NOMEM, "send request");
+  if (!r) {
+    if (host) nx_dev_host_free(c->cfg.adapter, host);
+    return nx_fail(NEXAR_ERR_NOMEM, "send request");
+  }
+  r->dev_ad = c->cfg.adapter;
+  r->dev_host = host;
   r->kind = NX_REQ_SEND;
   r->ep = c->ep;
   r->peer = dest;
@@ -72,7 +112,24 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
                    (unsigned long long)c->id, c->size);
   nexar_request *r = nx_req_new();
   if (!r) return nx_fail(NEXAR_ERR_NOMEM, "recv request");
-  if (n == 1) {
+  const nexar_device_adapter *ad = c->cfg.adapter;
+  if (ad && total) {
+    r->dev_ad = ad;
+    r->dev_seg = c->ep->knobs.device_segment_bytes;
+    r->dev_host = nx_dev_host_alloc(ad, (size_t)total);
+    r->dev_iov = malloc(n * sizeof *iov);
+    if (!r->dev_host || !r->dev_iov) {
+      nx_req_free(r);
+      return nx_fail(NEXAR_ERR_NOMEM, "recv: %llu bytes of device staging",
+                     (unsigned long long)total);
+    }
+    memcpy(r->dev_iov, iov, n * sizeof *iov);
+    r->dev_niov = n;
+    r->recv.iov1 = (nexar_iovec){r->dev_host, (size_t)total};
+    r->recv.iov = &r->recv.iov1;
+    n = 1;
+    atomic_store(&r->dev_in, 1);
+  } else if (n == 1) {
     r->recv.iov1 = iov[0];
     r->recv.iov = &r->recv.iov1;
   } else if (n > 1) {

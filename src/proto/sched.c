@@ -18,6 +18,7 @@ void nx_sched_free(nx_sched *s) {
   free(s->succ_off);
   free(s->ready);
   free(s->out);
+  free(s->held);
   memset(s, 0, sizeof *s);
 }
 
@@ -114,6 +115,12 @@ nx_sid nx_sched_call(nx_sched *s, int (*fn)(void *arg), void *arg) {
   return id;
 }
 
+nx_sid nx_sched_avg(nx_sched *s, void *dst, size_t count, uint32_t n) {
+  nx_sid id = local(s, NX_ST_AVG, dst, NULL, NULL, count);
+  if (id) s->st[id - 1].round = n;
+  return id;
+}
+
 void nx_sched_wait(nx_sched *s, nx_sid id) {
   if (!id || id == s->sp) return;
   nx_step *st = add(s, NX_ST_NOP, id);
@@ -137,6 +144,7 @@ static void done(nx_sched *s, nx_sid id) {
   nx_step *st = &s->st[id - 1];
   st->state = 2;
   s->ndone++;
+  if (s->ops->finish) s->ops->finish(s->ctx, st);
   for (uint32_t i = s->succ_off[id - 1]; i < s->succ_off[id]; i++) {
     nx_sid t = s->succ[i];
     if (--s->st[t - 1].waiting == 0) push_ready(s, t);
@@ -152,7 +160,8 @@ int nx_sched_start(nx_sched *s, const nx_sched_ops *ops, void *ctx) {
   s->succ = malloc(((size_t)n * 2 + 1) * sizeof *s->succ);
   s->ready = malloc(((size_t)n + 1) * sizeof *s->ready);
   s->out = malloc(((size_t)n + 1) * sizeof *s->out);
-  if (!s->succ_off || !s->succ || !s->ready || !s->out) return NEXAR_ERR_NOMEM;
+  s->held = malloc(((size_t)n + 1) * sizeof *s->held);
+  if (!s->succ_off || !s->succ || !s->ready || !s->out || !s->held) return NEXAR_ERR_NOMEM;
   /* successors in compressed rows: count, prefix sums, fill */
   for (uint32_t i = 0; i < n; i++) {
     nx_step *st = &s->st[i];
@@ -216,6 +225,9 @@ static int issue(nx_sched *s, nx_sid id) {
     if (rc) return rc;
     break;
   }
+  case NX_ST_AVG:
+    nx_avg_div(st->dst, st->len, s->dt, st->round);
+    break;
   default:
     break;
   }
@@ -241,14 +253,34 @@ int nx_sched_advance(nx_sched *s) {
       else
         done(s, id);
     }
-    while (!s->rc && s->rhead < s->rtail) {
-      int rc = issue(s, s->ready[s->rhead++]);
+    /* held steps first (they were ready earlier), then the new ones */
+    for (uint32_t i = 0; !s->rc && i < s->nheld;) {
+      int g = s->ops->gate(s->ctx, &s->st[s->held[i] - 1]);
+      if (g == 0) {
+        i++;
+        continue;
+      }
+      nx_sid id = s->held[i];
+      memmove(&s->held[i], &s->held[i + 1], (s->nheld - i - 1) * sizeof *s->held);
+      s->nheld--;
       moved = 1;
+      int rc = g < 0 ? g : issue(s, id);
+      if (rc) set_error(s, rc);
+    }
+    while (!s->rc && s->rhead < s->rtail) {
+      nx_sid id = s->ready[s->rhead++];
+      int g = s->ops->gate ? s->ops->gate(s->ctx, &s->st[id - 1]) : 1;
+      moved = 1;
+      if (g == 0) {
+        s->held[s->nheld++] = id;
+        continue;
+      }
+      int rc = g < 0 ? g : issue(s, id);
       if (rc) set_error(s, rc);
     }
     if (!moved) break;
   }
-  if (s->nout) return 0;
+  if (s->nout || (s->nheld && !s->rc)) return 0;
   /* dependencies point to earlier steps, so with nothing posted and nothing
    * ready every step is done; never wait forever on a builder's mistake */
   if (!s->rc && s->ndone < s->n) s->rc = NEXAR_ERR_PROTOCOL;

@@ -31,6 +31,7 @@ enum nx_step_kind {
   NX_ST_COPY,    /* len bytes from a to dst */
   NX_ST_FILL,    /* dst = identity of op (count elements) */
   NX_ST_CALL,    /* rc = fn(arg): local work that reads received data */
+  NX_ST_AVG,     /* dst /= round (count elements): NEXAR_AVG's division */
   NX_ST_NOP,     /* a sequence point */
 };
 
@@ -58,6 +59,13 @@ typedef struct nx_sched_ops {
   /* The first error: give up the posted messages (they still finish
    * through reap, promptly). */
   void (*fail)(void *ctx, int rc);
+  /* Optional (NULL: always ready). Before a ready step is issued: 1 to
+   * issue it now, 0 to hold it (asked again on every nx_sched_advance), or
+   * a negative code that fails the schedule. Device staging loads the
+   * step's host segments here (collective/devstage.c). */
+  int (*gate)(void *ctx, nx_step *st);
+  /* Optional: a step is done (local work ran, or its message succeeded). */
+  void (*finish)(void *ctx, const nx_step *st);
 } nx_sched_ops;
 
 typedef struct nx_sched {
@@ -73,6 +81,8 @@ typedef struct nx_sched {
   uint32_t *succ, *succ_off; /* successors of step i: succ[succ_off[i] .. succ_off[i+1]) */
   nx_sid *ready;
   uint32_t rhead, rtail;
+  nx_sid *held; /* ready, held back by gate */
+  uint32_t nheld;
   nx_sid *out; /* posted, not yet reaped */
   uint32_t nout;
   uint32_t ndone;
@@ -103,6 +113,8 @@ nx_sid nx_sched_reduce(nx_sched *s, void *dst, const void *src, size_t count);
 nx_sid nx_sched_copy(nx_sched *s, void *dst, const void *src, size_t bytes);
 nx_sid nx_sched_fill_identity(nx_sched *s, void *dst, size_t count);
 nx_sid nx_sched_call(nx_sched *s, int (*fn)(void *arg), void *arg);
+/* dst /= n, count elements of the schedule's dtype (nx_avg_div). */
+nx_sid nx_sched_avg(nx_sched *s, void *dst, size_t count, uint32_t n);
 /* Every later step waits for id (0: nothing). */
 void nx_sched_wait(nx_sched *s, nx_sid id);
 /* Every later step waits for every step added so far (messages never waited

@@ -147,9 +147,14 @@ int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_
   nx_quic_start(ep->quic, creds, cluster_id, world);
   nx_log_set_rank(rank);
   int brc = nx_bulk_start(ep);
-  if (brc) return brc;
-  if (pthread_create(&ep->thr, NULL, progress_main, ep) != 0)
+  if (brc) {
+    ep->creds = NULL;
+    return brc;
+  }
+  if (pthread_create(&ep->thr, NULL, progress_main, ep) != 0) {
+    ep->creds = NULL;
     return nx_fail(NEXAR_ERR_IO, "cannot start the progress thread");
+  }
   ep->thr_started = 1;
   return 0;
 }

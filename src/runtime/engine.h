@@ -314,7 +314,9 @@ int nx_ep_peer_init(nx_ep *ep, nx_peer *p, uint32_t id, int self, const char *ad
  * NOMEM; IO if addr does not resolve. */
 int nx_ep_add_peer_locked(nx_ep *ep, uint32_t id, const char *addr);
 #define NX_PEER_ID_MAX 65536u /* member ids stay below (the bootstrap's world limit) */
-/* Installs identity and peers; starts the progress thread. addrs[world]. */
+/* Installs identity and peers; starts the progress thread. addrs[world].
+ * The endpoint owns creds once this returns 0; on a failure the caller
+ * still does (ep->creds stays NULL). */
 int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_id[16],
                 gnutls_certificate_credentials_t creds, char (*addrs)[128]);
 /* Connects to every higher rank and waits until every peer is up. */

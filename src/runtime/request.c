@@ -3,6 +3,7 @@
  * epoll on the socket), so a reply wakes it directly; other requests (pool
  * work) are waited on a condvar. */
 #include "runtime/request.h"
+#include "runtime/devcopy.h"
 
 #include <errno.h>
 #include <sys/epoll.h>
@@ -57,6 +58,8 @@ void nx_req_free(nexar_request *r) {
   pthread_mutex_lock(&r->mu);
   pthread_mutex_unlock(&r->mu);
   if (r->on_free) r->on_free(r);
+  if (r->dev_host) nx_dev_host_free(r->dev_ad, r->dev_host);
+  free(r->dev_iov);
   free(r->errtext);
   free(r->iov_copy);
   pthread_mutex_destroy(&r->mu);
@@ -192,6 +195,25 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
   atomic_fetch_sub(&ep->spinners, 1);
 }
 
+/* A device receive's copy to the device, once (devcopy.h). */
+static void dev_copy_in(nexar_request *r) {
+  if (!atomic_exchange(&r->dev_in, 0) || r->rc) return;
+  uint64_t left = r->recv.got;
+  const uint8_t *h = r->dev_host;
+  for (size_t i = 0; i < r->dev_niov && left; i++) {
+    size_t n = r->dev_iov[i].len < left ? r->dev_iov[i].len : (size_t)left;
+    int rc = nx_dev_copy(r->dev_ad, 1, r->dev_iov[i].base, h, n, r->dev_seg, "recv");
+    if (rc) {
+      r->rc = rc;
+      free(r->errtext);
+      r->errtext = strdup(nexar_last_error());
+      return;
+    }
+    h += n;
+    left -= n;
+  }
+}
+
 int nx_req_wait(nexar_request *r) {
   /* A finished request never touches its endpoint again: it may be waited
    * after nexar_client_del freed it (the API allows that). */
@@ -212,6 +234,7 @@ int nx_req_wait(nexar_request *r) {
     if (!atomic_load(&r->done)) pthread_cond_timedwait(&r->cv, &r->mu, &ts);
     pthread_mutex_unlock(&r->mu);
   }
+  dev_copy_in(r);
   if (r->rc) nx_set_error_text(r->errtext ? r->errtext : nexar_strerror(r->rc));
   return r->rc;
 }
@@ -233,6 +256,7 @@ int nexar_test(nexar_request *req, int *done) {
     req_timeout(req);
     *done = 1;
   }
+  if (*done) dev_copy_in(req);
   return 0;
 }
 

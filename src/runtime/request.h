@@ -38,6 +38,15 @@ struct nexar_request {
   void *on_done_arg;
   atomic_int waiting; /* a thread sleeps in wait_driving */
   pthread_t waiter;
+  /* device p2p (p2p.c): the message staged whole in host memory (dev_host,
+   * freed with the request); a receive is copied to the device iov
+   * (dev_iov) once, by the first nx_req_wait / nexar_test that sees it
+   * done, in segments of dev_seg bytes; a failed copy makes it IO */
+  const nexar_device_adapter *dev_ad;
+  void *dev_host;
+  nexar_iovec *dev_iov;
+  size_t dev_niov, dev_seg;
+  atomic_int dev_in;
   uint32_t magic; /* NX_REQ_LIVE until freed, then NX_REQ_FREED (last: free() keeps it) */
 };
 #define NX_REQ_LIVE 0x6e785271u  /* "nxRq" */

@@ -141,7 +141,7 @@ static void s_fail(void *ctx, int rc) {
   sr->failed = rc;
 }
 
-static const nx_sched_ops sim_ops = {s_post, s_reap, s_fail};
+static const nx_sched_ops sim_ops = {s_post, s_reap, s_fail, NULL, NULL};
 
 /* One random event: an eager send completes, or a matched receive reads
  * its send's data (a rendezvous send completes then). 0 if none. */
