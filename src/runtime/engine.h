@@ -431,10 +431,12 @@ void nx_relay_on_gone_locked(nx_ep *ep, nx_peer *from, const nx_frame *f);
  * the neighbours (sparse topologies only). */
 void nx_relay_peer_lost_locked(nx_ep *ep, nx_peer *p);
 void nx_relay_free(nx_ep *ep);
-/* Test seam (integration.sparse_local): a signed one-segment DATA payload
- * from ep's rank to dest carrying frame fr (src, length set) and payload. */
-int nx_relay_test_segment(nx_ep *ep, uint32_t dest, uint64_t seq, const nx_frame *fr,
-                          const void *payload, size_t len, uint8_t **out, size_t *outlen);
+/* Test seam (integration.sparse_local): the DATA segments (malloc'd, at most
+ * cap) of a message from ep's rank to dest carrying frame fr (src, length
+ * set) and payload, as a flow would send them. Returns how many, or <0. */
+int nx_relay_test_message(nx_ep *ep, uint32_t dest, uint64_t seq, const nx_frame *fr,
+                          const void *payload, size_t len, uint8_t **segs, size_t *lens,
+                          size_t cap);
 
 /* ---- msg.c: stream <-> message plumbing, called through the QUIC link's
  * callbacks (quic_glue.c) */

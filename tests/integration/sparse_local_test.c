@@ -290,10 +290,10 @@ static void forged(void) {
   uint8_t *seg = NULL, *fake = NULL;
   size_t n = 0, fn = 0;
   pthread_mutex_lock(&e0->mu);
-  CHECK(nx_relay_test_segment(e0, 3, 1000, &f, "hello", 5, &seg, &n) == 0, "genuine");
+  CHECK(nx_relay_test_message(e0, 3, 1000, &f, "hello", 5, &seg, &n, 1) == 1, "genuine");
   pthread_mutex_unlock(&e0->mu);
   pthread_mutex_lock(&e1->mu);
-  CHECK(nx_relay_test_segment(e1, 3, 1001, &f, "HELLO", 5, &fake, &fn) == 0, "relay's own");
+  CHECK(nx_relay_test_message(e1, 3, 1001, &f, "HELLO", 5, &fake, &fn, 1) == 1, "relay's own");
   pthread_mutex_unlock(&e1->mu);
   fake[4] = 0; /* origin: claims rank 0 */
   nexar_relay_stats st0, st;
@@ -314,11 +314,41 @@ static void forged(void) {
   pthread_mutex_unlock(&e3->mu);
   char buf[5];
   CHECK(nexar_recv(c[3], buf, 5, 0, 77) == 0 && memcmp(buf, "hello", 5) == 0, "genuine arrives");
+  /* three segments, only the first and last signed: a middle one altered on
+   * the way fails the receive at the last; the genuine message then arrives */
+  size_t big = 300000, ml[2][4];
+  uint8_t *pay = malloc(big), *got = malloc(big), *ms[2][4];
+  for (size_t i = 0; i < big; i++)
+    pay[i] = (uint8_t)(i * 7);
+  f.tag = 78;
+  pthread_mutex_lock(&e0->mu);
+  int k0 = nx_relay_test_message(e0, 3, 1002, &f, pay, big, ms[0], ml[0], 4);
+  int k1 = nx_relay_test_message(e0, 3, 1003, &f, pay, big, ms[1], ml[1], 4);
+  pthread_mutex_unlock(&e0->mu);
+  CHECK(k0 == 3 && k1 == 3, "3 segments (%d, %d)", k0, k1);
+  nexar_request *rq = NULL;
+  CHECK(nexar_recv_nb(c[3], got, big, 0, 78, &rq) == 0, "recv_nb");
+  if (k0 == 3) ms[0][1][200] ^= 1; /* a payload byte of the middle segment */
+  pthread_mutex_lock(&e3->mu);
+  for (int i = 0; i < k0; i++)
+    nx_relay_deliver_locked(e3, from, ms[0][i], ml[0][i]);
+  pthread_mutex_unlock(&e3->mu);
+  CHECK(nexar_wait(rq) == NEXAR_ERR_PROTOCOL, "altered middle segment fails the receive");
+  pthread_mutex_lock(&e3->mu);
+  for (int i = 0; i < k1; i++)
+    nx_relay_deliver_locked(e3, from, ms[1][i], ml[1][i]);
+  pthread_mutex_unlock(&e3->mu);
+  CHECK(nexar_recv(c[3], got, big, 0, 78) == 0 && memcmp(got, pay, big) == 0,
+        "the genuine 3-segment message arrives");
+  for (int m = 0; m < 2; m++)
+    for (int i = 0; i < (m ? k1 : k0); i++)
+      free(ms[m][i]);
+  free(pay), free(got);
   nexar_relay_stats_get(c[3], &st);
-  CHECK(st.dropped_auth == st0.dropped_auth + 3, "dropped_auth %llu -> %llu (want +3)",
+  CHECK(st.dropped_auth == st0.dropped_auth + 4, "dropped_auth %llu -> %llu (want +4)",
         (unsigned long long)st0.dropped_auth, (unsigned long long)st.dropped_auth);
   CHECK(st.dropped_ttl == st0.dropped_ttl + 1, "dropped_ttl");
-  printf("forged: %llu dropped (forged, replayed, tampered), %llu TTL\n",
+  printf("forged: %llu dropped (forged, replayed, tampered, altered middle), %llu TTL\n",
          (unsigned long long)(st.dropped_auth - st0.dropped_auth),
          (unsigned long long)(st.dropped_ttl - st0.dropped_ttl));
   free(t), free(seg), free(fake);

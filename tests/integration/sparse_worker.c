@@ -780,6 +780,19 @@ static int cut(nexar_client *c, const view *v0, double max_ratio, unsigned long 
   int rc = nexar_barrier(c);
   if (rc) op_fail("barrier", rc);
   free(b);
+  /* a relay holds at most one flow's window: 8 segments of 128 KiB plus their
+   * headers, certificate and signature (runtime/relay.c), never the message */
+  nexar_relay_stats rs;
+  if ((rc = nexar_relay_stats_get(c, &rs))) op_fail("relay_stats", rc);
+  const uint64_t window = 8ull * (128u * 1024u + 48u + 4096u + 80u);
+  say("relay: forwarded %llu bytes, peak held %llu bytes (bound %llu)",
+      (unsigned long long)rs.forwarded_bytes, (unsigned long long)rs.peak_buffered_bytes,
+      (unsigned long long)window);
+  if (rs.peak_buffered_bytes > window) {
+    say("FAIL cut: a relay held %llu bytes, more than a window (%llu)",
+        (unsigned long long)rs.peak_buffered_bytes, (unsigned long long)window);
+    return 6;
+  }
   if (g_rank != 0) return 0;
   double ratio = tf / tn;
   say("cut near=%u hops=1 %.0f ms far=%u hops=%u %.0f ms ratio %.2f", near, tn, far, fd, tf, ratio);
