@@ -223,6 +223,32 @@ int nx_run_scatter(nx_job *j) {
 
 /* -------------------------------------------------------------- alltoall */
 
+/* Power-of-two hypercube: dimension by dimension, every step between
+ * neighbours. recv works as n slots; before round i, slot k holds the block
+ * from source (k's bits below i, ours above) to destination (ours below i,
+ * k's above), so it starts as the send buffer and ends as the result. Round
+ * i swaps with r ^ 2^i the n/2 slots whose bit i differs from ours (they hold
+ * blocks bound to the partner's half), packed in ascending slot order on
+ * both sides. log2 n rounds of n/2 blocks instead of n-1 relayed sends. */
+static int alltoall_hypercube(nx_job *j, size_t blk) {
+  uint32_t n = j->world, r = j->rank;
+  char *w = j->recv;
+  if (j->send != j->recv) nx_j_copy(j, w, j->send, (size_t)n * blk);
+  char *out = nx_job_alloc(j, (size_t)n * blk), *in = out + (size_t)(n / 2) * blk;
+  if (!out) return NEXAR_ERR_NOMEM;
+  for (uint32_t b = 1, round = 0; b < n; b <<= 1, round++) {
+    size_t o = 0;
+    for (uint32_t k = 0; k < n; k++)
+      if ((k & b) != (r & b)) nx_j_copy(j, out + (o++) * blk, w + (size_t)k * blk, blk);
+    int rc = nx_j_sendrecv(j, r ^ b, out, o * blk, r ^ b, in, o * blk, round, 0);
+    if (rc) return rc;
+    o = 0;
+    for (uint32_t k = 0; k < n; k++)
+      if ((k & b) != (r & b)) nx_j_copy(j, w + (size_t)k * blk, in + (o++) * blk, blk);
+  }
+  return 0;
+}
+
 /* Pairwise exchange: every receive is posted into its slot first, then step
  * s sends to r+s (and the matching receive is from r-s). */
 int nx_run_alltoall(nx_job *j) {
@@ -233,6 +259,7 @@ int nx_run_alltoall(nx_job *j) {
   if (blk) nx_j_copy(j, recv + (size_t)r * blk, send + (size_t)r * blk, blk);
   if (n == 1) return 0;
   if (blk == 0) return nx_sync(j, 0);
+  if (nx_algo_xor_graph(&j->params, n)) return alltoall_hypercube(j, blk);
   nx_sid *q = nx_job_alloc(j, 2 * (size_t)n * sizeof(nx_sid));
   if (!q) return NEXAR_ERR_NOMEM;
   memset(q, 0, 2 * (size_t)n * sizeof(nx_sid));
