@@ -1,7 +1,6 @@
 /* Job helpers shared by every schedule: scratch memory that outlives a failed
  * schedule until nx_coll_end, and messaging wrappers. */
 #include "collective/coll.h"
-#include "proto/route.h"
 
 #include <stdlib.h>
 
@@ -107,34 +106,31 @@ void nx_j_call(nx_job *j, int (*fn)(void *job)) {
 
 /* Dissemination: in round i every rank tells (r + 2^i) and hears from
  * (r - 2^i); after ceil(log2 n) rounds each has heard from all, transitively
- * (on sparse topologies: exchanges with neighbours only, see above).
+ * (on sparse topologies: between neighbours only, see above).
  * Also used for count-0 collectives so their signature is still checked. */
-/* Sparse topologies: every rank tells all its neighbours, once per round,
- * for as many rounds as the graph's diameter (at most): after round t a rank
- * has heard from every rank within t hops. */
-static int sync_flood(nx_job *j, uint32_t round) {
-  const nx_algo_params *p = &j->params;
-  uint32_t n = j->world, rounds = 0, nb[64];
-  if (p->topology == NEXAR_TOPO_K_REGULAR) {
-    uint32_t h = p->degree / 2;
-    rounds = (n / 2 + h - 1) / h;
-  } else {
-    while ((1u << rounds) < n) /* an incomplete hypercube: at most ceil(log2 n) */
-      rounds++;
-  }
-  uint32_t k = nx_topo_neighbors(p->topology, p->degree, n, j->rank, NULL, nb, 64);
-  if (k > 64) return nx_fail(NEXAR_ERR_UNSUPPORTED, "%s: %u neighbours", nx_job_name(j), k);
-  nx_sid q[128];
-  for (uint32_t t = 0; t < rounds; t++, round++) {
-    for (uint32_t i = 0; i < k; i++) {
-      int rc = nx_j_isend0(j, nb[i], round, 0, j->sink, 0, &q[2 * i]);
-      if (!rc) rc = nx_j_irecv0(j, nb[i], round, 0, j->sink, 0, &q[2 * i + 1]);
-      if (rc) return rc;
-    }
-    int rc = nx_j_waitall(j, q, 2 * (size_t)k);
+/* Sparse topologies other than a power-of-two hypercube: up the
+ * breadth-first spanning tree from rank 0 (a rank reports once every child
+ * has), then down it (everyone has arrived once the root heard from all):
+ * every edge between neighbours, one message per edge each way, 2 x the
+ * root's eccentricity hops. */
+static int sync_tree(nx_job *j, uint32_t round) {
+  uint32_t parent, ch[64];
+  uint32_t k = nx_bfs_tree(&j->params, j->world, 0, j->rank, &parent, ch, 64);
+  if (parent == UINT32_MAX - 1 || k > 64) return NEXAR_ERR_NOMEM;
+  nx_sid q[64];
+  for (uint32_t i = 0; i < k; i++) {
+    int rc = nx_j_irecv0(j, ch[i], round, 0, j->sink, 0, &q[i]);
     if (rc) return rc;
   }
-  return 0;
+  int rc = nx_j_waitall(j, q, k);
+  if (!rc && parent != UINT32_MAX) {
+    rc = nx_j_isend0(j, parent, round, 0, j->sink, 0, &q[0]);
+    if (!rc) rc = nx_j_irecv0(j, parent, round + 1, 0, j->sink, 0, &q[1]);
+    if (!rc) rc = nx_j_waitall(j, q, 2);
+  }
+  for (uint32_t i = 0; !rc && i < k; i++)
+    rc = nx_j_isend0(j, ch[i], round + 1, 0, j->sink, 0, &q[i]);
+  return rc ? rc : nx_j_waitall(j, q, k);
 }
 
 int nx_sync(nx_job *j, uint32_t round0) {
@@ -148,7 +144,7 @@ int nx_sync(nx_job *j, uint32_t round0) {
     }
     return 0;
   }
-  if (j->params.topology) return sync_flood(j, round);
+  if (j->params.topology) return sync_tree(j, round);
   for (uint32_t d = 1; d < n; d <<= 1, round++) {
     int rc = nx_j_sendrecv(j, (r + d) % n, &token, 1, (r + n - d) % n, j->sink, 1, round, 0);
     if (rc) return rc;
