@@ -444,6 +444,12 @@ int nx_shm_pending_locked(nx_ep *ep);
 void *nx_shm_sleep_begin(nx_ep *ep, int *ready);
 void nx_shm_sleep_end(void *token);
 void nx_shm_free(nx_ep *ep); /* after the progress thread stopped */
+/* 0 no segment with p, 1 mapped, 2 up, 3 point-to-point goes by it. */
+int nx_shm_state_locked(const nx_peer *p);
+/* Test seam (integration.shm): writes a forged record into our ring to p,
+ * as a third process with the segment could: how 0 a corrupt prefix, 1 a
+ * frame whose length lies. */
+int nx_shm_test_forge(nx_ep *ep, nx_peer *p, int how);
 
 /* ---- relay.c: sparse topologies. Messages to a rank that is not a
  * neighbour go in segments of at most NX_RELAY_SEG bytes along the route

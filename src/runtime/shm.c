@@ -478,3 +478,32 @@ void nx_shm_free(nx_ep *ep) {
   }
   atomic_store(&ep->shm_all, NULL);
 }
+
+int nx_shm_state_locked(const nx_peer *p) {
+  const nx_shm *s = p->shm;
+  if (!s || atomic_load(&s->dead)) return 0;
+  return s->p2p ? 3 : s->up ? 2 : 1;
+}
+
+int nx_shm_test_forge(nx_ep *ep, nx_peer *p, int how) {
+  nx_shm *s = p->shm;
+  if (!s || atomic_load(&s->dead)) return -1;
+  (void)ep;
+  uint8_t *d = s->tx.data;
+  uint64_t at = s->tx.pos & (s->tx.cap - 1);
+  if (how == 0) { /* a prefix whose words disagree */
+    memset(d + at, 0x5a, 8);
+    atomic_store(&s->tx.ctl->tail, s->tx.pos + 128);
+  } else { /* a well-formed record with a frame that lies about its length */
+    uint8_t hdr[NX_FRAME_HDR_LEN];
+    nx_frame f = {0};
+    f.kind = NX_KIND_P2P;
+    f.src = ep->rank;
+    f.length = 1000; /* carries 8 */
+    nx_frame_encode(&f, hdr);
+    uint8_t pay[8] = {0};
+    nexar_iovec v = {pay, 8};
+    return nx_ring_put(&s->tx, hdr, &v, 1, 8);
+  }
+  return 0;
+}
