@@ -235,8 +235,9 @@ void nx_shm_on_seg_ok_locked(nx_ep *ep, nx_peer *p) {
 static void ring_bell(nx_ep *ep, nx_shm *s) {
   /* tail was stored seq_cst: a reader that counted itself in waiters before
    * its last look either saw the record or is seen here */
-  if (atomic_load(&s->tx.ctl->waiters) && !atomic_exchange(&s->tx.ctl->bell, 1))
-    send_ctl(ep, s->peer, NX_LANE_BELL, -1);
+  if (atomic_load(&s->tx.ctl->waiters) && !atomic_exchange(&s->tx.ctl->bell, 1) &&
+      send_ctl(ep, s->peer, NX_LANE_BELL, -1))
+    atomic_store(&s->tx.ctl->bell, 0); /* not sent (socket full): the next record tries */
 }
 
 static void protocol(nx_ep *ep, nx_shm *s, const char *what) {
