@@ -14,6 +14,14 @@ add_test(NAME device.async_slow COMMAND dev_test async_slow)
 add_test(NAME device.procs COMMAND dev_test procs)
 add_test(NAME device.bulk_tcp COMMAND dev_test threads)
 add_test(NAME device.fail COMMAND dev_test fail)
+# relayed paths (issue 12): a hypercube and a ring of the same ranks, where
+# some pairs have no connection
+add_test(NAME device.sparse_hypercube COMMAND dev_test threads)
+add_test(NAME device.sparse_ring COMMAND dev_test threads)
+set_tests_properties(device.sparse_hypercube PROPERTIES TIMEOUT 120 LABELS "device;collective;p2p"
+                     ENVIRONMENT "NEXAR_TOPOLOGY=hypercube")
+set_tests_properties(device.sparse_ring PROPERTIES TIMEOUT 120 LABELS "device;collective;p2p"
+                     ENVIRONMENT "NEXAR_TOPOLOGY=k_regular:2")
 set_tests_properties(device.threads device.async device.async_slow device.procs device.fail
                      PROPERTIES TIMEOUT 120
                      LABELS "device;collective;p2p")
