@@ -17,26 +17,16 @@
 
 #define MAXR 8
 
-static atomic_int g_fail;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf(" (%s)\n", nexar_last_error());                                                       \
-      atomic_fetch_add(&g_fail, 1);                                                                \
-    }                                                                                              \
-  } while (0)
+#include "mtcheck.h"
 
 typedef struct rank_arg {
   const char *seed;
   nexar_config cfg;
   nexar_client *c; /* the current view */
   int rc;
-  int joiner;           /* joins the formed world */
-  atomic_int *grow_to;  /* members checkpoint until the world has this size */
-  int leave;            /* leave at the first checkpoint */
+  int joiner;          /* joins the formed world */
+  atomic_int *grow_to; /* members checkpoint until the world has this size */
+  int leave;           /* leave at the first checkpoint */
   nexar_elastic_info info;
   double join_ms;
 } rank_arg;
@@ -229,7 +219,8 @@ static void max_world(void) {
   CHECK(a[0].rc == 0 && a[1].rc == 0 && admitted == 1 && timedout == 1,
         "max_world 3: members %d/%d, joiners %s / %s", a[0].rc, a[1].rc, nexar_strerror(a[2].rc),
         nexar_strerror(a[3].rc));
-  if (!g_fail) printf("ok   elastic_max_world 3: one of two joiners admitted, the other timed out\n");
+  if (!g_fail)
+    printf("ok   elastic_max_world 3: one of two joiners admitted, the other timed out\n");
   for (int i = 0; i < 4; i++)
     nexar_client_del(a[i].c);
   nexar_seed_del(s);

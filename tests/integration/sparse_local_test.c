@@ -18,17 +18,7 @@
 #define MAXR 16
 #define BIG (1u << 20) /* a p2p message over several segments */
 
-static atomic_int g_fail;
-
-#define CHECK(cond, ...)                                                                           \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      printf("FAIL %s:%d: ", __FILE__, __LINE__);                                                  \
-      printf(__VA_ARGS__);                                                                         \
-      printf(" (%s)\n", nexar_last_error());                                                       \
-      atomic_fetch_add(&g_fail, 1);                                                                \
-    }                                                                                              \
-  } while (0)
+#include "mtcheck.h"
 
 typedef struct world {
   int topo;
