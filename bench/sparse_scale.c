@@ -6,7 +6,9 @@
  *   - median latency of an 8-byte allreduce and of a barrier, and the time of
  *     a 1 MiB allreduce (ITERS each, every rank in its own thread).
  *   sparse_scale [iters] [sizes...]        (default 50, 16 32 64 128)
- * Topologies: full_mesh, hypercube, k_regular:4. A configuration that takes
+ * Topologies: full_mesh, hypercube, k_regular:4, each (topology, world) in
+ * a fresh process (memory is the resident-set growth over formation). A
+ * configuration that takes
  * longer than NEXAR_CONNECT_TIMEOUT_MS to form is reported as failed. One
  * line per (topology, world), ratios against full_mesh at the same world are
  * what to compare (2 cores here: more ranks than cores). */
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <nexar/nexar.h>
@@ -131,11 +134,19 @@ int main(int argc, char **argv) {
     for (int i = 2; i < argc && ns < 16; i++)
       sizes[ns++] = (uint32_t)atoi(argv[i]);
   }
-  for (int s = 0; s < ns; s++) {
-    if (sizes[s] > MAXR) continue;
-    run(NEXAR_TOPO_HYPERCUBE, 0, sizes[s], iters);
-    run(NEXAR_TOPO_K_REGULAR, 4, sizes[s], iters);
-    run(NEXAR_TOPO_FULL_MESH, 0, sizes[s], iters);
-  }
+  /* each configuration in a fresh process, so its memory is its own */
+  const int topo[3] = {NEXAR_TOPO_HYPERCUBE, NEXAR_TOPO_K_REGULAR, NEXAR_TOPO_FULL_MESH};
+  for (int s = 0; s < ns; s++)
+    for (int t = 0; t < 3; t++) {
+      if (sizes[s] > MAXR) continue;
+      fflush(stdout);
+      pid_t pid = fork();
+      if (pid == 0) {
+        run(topo[t], topo[t] == NEXAR_TOPO_K_REGULAR ? 4 : 0, sizes[s], iters);
+        _exit(0);
+      }
+      int st = 0;
+      if (pid > 0) waitpid(pid, &st, 0);
+    }
   return 0;
 }
