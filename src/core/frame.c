@@ -114,7 +114,8 @@ int nx_relay_hdr_decode(const uint8_t *in, size_t len, nx_relay_hdr *h) {
   h->siglen = get16(in + 42);
   uint64_t body = (uint64_t)h->certlen + h->seglen + h->siglen;
   if (body != len - NX_RELAY_HDR_LEN) return NEXAR_ERR_PROTOCOL;
-  if (h->type == NX_RELAY_ACK) return body == 0 ? 0 : NEXAR_ERR_PROTOCOL;
+  if (h->type == NX_RELAY_ACK || h->type == NX_RELAY_RESET)
+    return body == 0 ? 0 : NEXAR_ERR_PROTOCOL;
   if (h->type != NX_RELAY_DATA || h->seglen == 0) return NEXAR_ERR_PROTOCOL;
   if (h->total < NX_FRAME_HDR_LEN || h->total > NX_FRAME_HDR_LEN + NX_FRAME_MAX_PAYLOAD ||
       h->offset > h->total || h->seglen > h->total - h->offset)

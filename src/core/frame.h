@@ -70,9 +70,14 @@ int nx_frame_decode(const uint8_t *in, size_t len, nx_frame *f);
  * DATA: certlen bytes of the origin's certificate (offset 0 only, else 0), seglen bytes of the
  * message (its 64-byte frame header first, then payload) from offset, then siglen bytes of the
  * origin's signature (the first and the last segment of a message; 0 for the others). ACK: no
- * body; offset = bytes of message seq the destination has. */
+ * body; offset = bytes of message seq the destination has. RESET (origin to destination): no
+ * body; the origin gave message seq up after offset bytes. */
 #define NX_RELAY_HDR_LEN 48u
-enum { NX_RELAY_DATA = 1, NX_RELAY_ACK = 2 };
+enum {
+  NX_RELAY_DATA = 1,
+  NX_RELAY_ACK = 2,
+  NX_RELAY_RESET = 3 /* the origin gave message seq up */
+};
 typedef struct nx_relay_hdr {
   uint8_t type, ttl;
   uint32_t origin, dest, seglen;

@@ -476,6 +476,9 @@ void nx_relay_arrived_locked(nx_ep *ep, nx_msg *m);
  * delivered or dropped (counted). 0, or PROTOCOL when it is malformed (the
  * caller drops the neighbour). (Separate for fuzzing.) */
 int nx_relay_deliver_locked(nx_ep *ep, nx_peer *from, const uint8_t *body, size_t len);
+/* A zero-copy relayed send given up (timeout, close): its flow stops, the
+ * destination is told (RESET), req completes with rc and why. */
+void nx_relay_cancel_locked(nx_ep *ep, nexar_request *req, int rc, const char *why);
 /* NX_KIND_PEER_GONE from a neighbour. */
 void nx_relay_on_gone_locked(nx_ep *ep, nx_peer *from, const nx_frame *f);
 /* Peer p died or left: routes around it, fails what went through it, tells

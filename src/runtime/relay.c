@@ -245,7 +245,10 @@ static void flow_free(nx_ep *ep, nx_rflow *f, int rc, const char *why) {
       *pp = f->next;
       break;
     }
-  if (f->req) nx_req_complete(f->req, rc, why);
+  if (f->req) {
+    f->req->rflow = NULL;
+    nx_req_complete(f->req, rc, why);
+  }
   free(f->data);
   free(f->iov);
   free(f->path);
@@ -296,6 +299,7 @@ int nx_relay_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *fr, const nex
   } else {
     memcpy(f->iov, iov, niov * sizeof *iov);
     f->req = req;
+    req->rflow = f; /* a timeout or close cancels the flow (nx_relay_cancel_locked) */
   }
   nx_frame_encode(fr, f->hdr);
   f->dest = dest;
@@ -311,15 +315,16 @@ int nx_relay_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *fr, const nex
   return 0;
 }
 
-static void send_ack(nx_ep *ep, uint32_t origin, uint64_t seq, uint64_t off, uint64_t total) {
-  uint32_t hop = nx_route_next_hop(&ep->route, origin);
+/* An ACK (type NX_RELAY_ACK) or RESET (NX_RELAY_RESET) of message seq. */
+static void send_ctl(nx_ep *ep, int type, uint32_t to, uint64_t seq, uint64_t off, uint64_t total) {
+  uint32_t hop = nx_route_next_hop(&ep->route, to);
   if (hop == UINT32_MAX || hop == ep->rank) return;
   uint8_t *b = malloc(NX_RELAY_HDR_LEN);
-  if (!b) return; /* the origin's window stalls; its operation times out */
-  nx_relay_hdr h = {NX_RELAY_ACK,
-                    (uint8_t)NX_MIN(ep->route.dist[origin] + 2, 255u),
+  if (!b) return; /* an ACK: the origin's window stalls, its operation times out */
+  nx_relay_hdr h = {(uint8_t)type,
+                    (uint8_t)NX_MIN(ep->route.dist[to] + 2, 255u),
                     ep->rank,
-                    origin,
+                    to,
                     0,
                     seq,
                     off,
@@ -420,7 +425,7 @@ static void on_data(nx_ep *ep, const nx_relay_hdr *h, const uint8_t *body) {
     return;
   }
   x->off += h->seglen;
-  send_ack(ep, h->origin, h->seq, x->off, h->total);
+  send_ctl(ep, NX_RELAY_ACK, h->origin, h->seq, x->off, h->total);
   if (fin) {
     rin_unlink(o, x);
     nx_rx_stream_close(ep, x->rs);
@@ -428,11 +433,32 @@ static void on_data(nx_ep *ep, const nx_relay_hdr *h, const uint8_t *body) {
   }
 }
 
+void nx_relay_cancel_locked(nx_ep *ep, nexar_request *req, int rc, const char *why) {
+  nx_rflow *f = req->rflow;
+  if (!f) return;
+  if (f->sent) send_ctl(ep, NX_RELAY_RESET, f->dest, f->seq, f->sent, f->total);
+  flow_free(ep, f, rc, why);
+}
+
+/* The origin gave up a message: its receive ends as with a reset stream. */
+static void on_reset(nx_ep *ep, const nx_relay_hdr *h) {
+  nx_peer *o = ep->peers[h->origin];
+  for (nx_rin *x = o->rin; x; x = x->next)
+    if (x->seq == h->seq) {
+      char why[160];
+      snprintf(why, sizeof why, "rank %u cancelled the message after %llu of %llu bytes", h->origin,
+               (unsigned long long)x->off, (unsigned long long)x->total);
+      rin_abort(ep, o, x, NEXAR_ERR_TIMEOUT, why);
+      return;
+    }
+}
+
 static void on_ack(nx_ep *ep, const nx_relay_hdr *h) {
   for (nx_rflow *f = ep->rflows; f; f = f->next) {
     if (f->dest != h->origin || f->seq != h->seq) continue;
     if (h->offset > f->sent || h->offset <= f->acked) return;
     f->acked = h->offset;
+    if (f->req) atomic_store(&f->req->progress_ns, nx_now_ns()); /* the timeout counts progress */
     if (f->acked == f->total)
       flow_free(ep, f, 0, NULL);
     else
@@ -450,8 +476,10 @@ int nx_relay_deliver_locked(nx_ep *ep, nx_peer *from, const uint8_t *body, size_
   if (h.dest == ep->rank) {
     if (h.type == NX_RELAY_DATA)
       on_data(ep, &h, body + NX_RELAY_HDR_LEN);
-    else if (h.origin < ep->world && ep->peers[h.origin]->relayed)
+    else if (ep->peers[h.origin]->relayed && h.type == NX_RELAY_ACK)
       on_ack(ep, &h);
+    else if (ep->peers[h.origin]->relayed)
+      on_reset(ep, &h);
     return 0;
   }
   if (h.ttl <= 1) {

@@ -86,6 +86,10 @@ const char *nx_req_what(nexar_request *r) {
 
 int nx_req_abandon_locked(nx_ep *ep, nexar_request *r, int rc, const char *why) {
   if (atomic_load(&r->done)) return 1;
+  if (r->kind == NX_REQ_SEND && r->rflow) { /* the flow stops reading the buffer now */
+    nx_relay_cancel_locked(ep, r, rc, why);
+    return 1;
+  }
   if (r->kind == NX_REQ_SEND && (r->rndv || r->tx)) {
     snprintf(r->what, sizeof r->what, "%s", why);
     if (r->rndv)

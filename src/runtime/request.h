@@ -17,10 +17,11 @@ struct nexar_request {
   int rc;
   char *errtext;
   int kind;
-  nx_ep *ep;     /* set for RECV/SEND: cancellation on timeout */
-  nx_recv recv;  /* RECV */
-  nx_txmsg *tx;  /* SEND (zero-copy, until acked) */
-  nx_rndv *rndv; /* SEND by same-host rendezvous, until read */
+  nx_ep *ep;              /* set for RECV/SEND: cancellation on timeout */
+  nx_recv recv;           /* RECV */
+  nx_txmsg *tx;           /* SEND (zero-copy, until acked) */
+  nx_rndv *rndv;          /* SEND by same-host rendezvous, until read */
+  struct nx_rflow *rflow; /* SEND relayed zero-copy (relay.c), until the destination has it */
   nexar_iovec *iov_copy;
   uint32_t timeout_ms; /* no progress for this long fails the op (0 = none) */
   uint32_t peer;       /* for messages */
