@@ -205,43 +205,18 @@ uint32_t nx_tree_rank(const nx_algo_params *p, uint32_t n, uint32_t v, uint32_t 
 uint32_t nx_bfs_tree(const nx_algo_params *p, uint32_t n, uint32_t root, uint32_t r,
                      uint32_t *parent, uint32_t *children, uint32_t cap) {
   uint32_t maxdeg = p->topology == NEXAR_TOPO_K_REGULAR ? p->degree : 32, k = 0;
-  uint32_t *dist = malloc((size_t)n * sizeof *dist), *queue = malloc((size_t)n * sizeof *queue);
-  uint32_t *nb = malloc((size_t)maxdeg * sizeof *nb), *nb2 = malloc((size_t)maxdeg * sizeof *nb2);
+  uint32_t *dist = malloc((size_t)n * sizeof *dist), *nb = malloc((size_t)maxdeg * sizeof *nb);
   *parent = UINT32_MAX - 1;
-  if (!dist || !queue || !nb || !nb2) goto out;
-  for (uint32_t v = 0; v < n; v++)
-    dist[v] = UINT32_MAX;
-  size_t qh = 0, qt = 0;
-  dist[root] = 0;
-  queue[qt++] = root;
-  while (qh < qt) {
-    uint32_t u = queue[qh++];
-    uint32_t m = nx_topo_neighbors(p->topology, p->degree, n, u, NULL, nb, maxdeg);
-    for (uint32_t i = 0; i < m && i < maxdeg; i++)
-      if (dist[nb[i]] == UINT32_MAX) dist[nb[i]] = dist[u] + 1, queue[qt++] = nb[i];
-  }
+  if (!dist || !nb || nx_route_dist_to(p->topology, p->degree, n, NULL, root, dist)) goto out;
+  /* the tree edges are the routes towards the root (proto/route) */
+  *parent = nx_route_toward(p->topology, p->degree, n, NULL, dist, r);
   uint32_t m = nx_topo_neighbors(p->topology, p->degree, n, r, NULL, nb, maxdeg);
-  *parent = UINT32_MAX;
-  for (uint32_t i = 0; i < m && i < maxdeg && r != root; i++)
-    if (dist[nb[i]] + 1 == dist[r]) {
-      *parent = nb[i]; /* ascending: the first is the lowest */
-      break;
-    }
-  for (uint32_t i = 0; i < m && i < maxdeg; i++) { /* neighbours whose parent is r */
-    uint32_t u = nb[i];
-    if (dist[u] != dist[r] + 1) continue;
-    uint32_t mu = nx_topo_neighbors(p->topology, p->degree, n, u, NULL, nb2, maxdeg), pu = u;
-    for (uint32_t x = 0; x < mu && x < maxdeg; x++)
-      if (dist[nb2[x]] + 1 == dist[u]) {
-        pu = nb2[x];
-        break;
-      }
-    if (pu == r) {
-      if (k < cap) children[k] = u;
+  for (uint32_t i = 0; i < m && i < maxdeg; i++)
+    if (nx_route_toward(p->topology, p->degree, n, NULL, dist, nb[i]) == r) {
+      if (k < cap) children[k] = nb[i];
       k++;
     }
-  }
 out:
-  free(dist), free(queue), free(nb), free(nb2);
+  free(dist), free(nb);
   return k;
 }

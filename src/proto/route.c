@@ -146,6 +146,45 @@ uint32_t nx_route_next_hop(const nx_route *rt, uint32_t dst) {
   return dst == rt->me ? dst : rt->hop[dst];
 }
 
+static uint32_t max_degree(int topology, uint32_t degree) {
+  return topology == NEXAR_TOPO_K_REGULAR ? degree : 32;
+}
+
+int nx_route_dist_to(int topology, uint32_t degree, uint32_t n, const uint8_t *dead, uint32_t dst,
+                     uint32_t *dist) {
+  uint32_t maxdeg = max_degree(topology, degree);
+  uint32_t *queue = malloc((size_t)n * sizeof *queue), *nb = malloc((size_t)maxdeg * sizeof *nb);
+  if (!queue || !nb) {
+    free(queue), free(nb);
+    return NEXAR_ERR_NOMEM;
+  }
+  for (uint32_t v = 0; v < n; v++)
+    dist[v] = UINT32_MAX;
+  size_t qh = 0, qt = 0;
+  if (dst < n && !(dead && dead[dst])) dist[dst] = 0, queue[qt++] = dst;
+  while (qh < qt) { /* the graph is undirected: distances to dst = from dst */
+    uint32_t u = queue[qh++];
+    uint32_t m = nx_topo_neighbors(topology, degree, n, u, dead, nb, maxdeg);
+    for (uint32_t i = 0; i < m && i < maxdeg; i++)
+      if (dist[nb[i]] == UINT32_MAX) dist[nb[i]] = dist[u] + 1, queue[qt++] = nb[i];
+  }
+  free(queue), free(nb);
+  return 0;
+}
+
+uint32_t nx_route_toward(int topology, uint32_t degree, uint32_t n, const uint8_t *dead,
+                         const uint32_t *dist, uint32_t u) {
+  if (u >= n || dist[u] == 0 || dist[u] == UINT32_MAX) return UINT32_MAX;
+  uint32_t maxdeg = max_degree(topology, degree), buf[64];
+  uint32_t *nb = maxdeg <= 64 ? buf : malloc((size_t)maxdeg * sizeof *nb), next = UINT32_MAX;
+  if (!nb) return UINT32_MAX;
+  uint32_t m = nx_topo_neighbors(topology, degree, n, u, dead, nb, maxdeg);
+  for (uint32_t i = 0; i < m && i < maxdeg && next == UINT32_MAX; i++)
+    if (dist[nb[i]] + 1 == dist[u]) next = nb[i]; /* ascending: the first is the lowest */
+  if (nb != buf) free(nb);
+  return next;
+}
+
 uint32_t nx_route_path(int topology, uint32_t degree, uint32_t n, const uint8_t *dead, uint32_t src,
                        uint32_t dst, uint32_t *out, uint32_t cap) {
   if (src >= n || dst >= n || src == dst || (dead && (dead[src] || dead[dst]))) return 0;
@@ -153,37 +192,16 @@ uint32_t nx_route_path(int topology, uint32_t degree, uint32_t n, const uint8_t 
     if (cap) out[0] = dst;
     return 1;
   }
-  uint32_t maxdeg = topology == NEXAR_TOPO_K_REGULAR ? degree : 32;
-  uint32_t *dist = malloc((size_t)n * sizeof *dist);
-  uint32_t *queue = malloc((size_t)n * sizeof *queue);
-  uint32_t *nb = malloc((size_t)maxdeg * sizeof *nb);
-  uint32_t k = 0;
-  if (!dist || !queue || !nb) goto out;
-  for (uint32_t v = 0; v < n; v++)
-    dist[v] = UINT32_MAX;
-  size_t qh = 0, qt = 0;
-  dist[dst] = 0;
-  queue[qt++] = dst;
-  while (qh < qt && dist[src] == UINT32_MAX) { /* the graph is undirected: BFS from dst */
-    uint32_t u = queue[qh++];
-    uint32_t m = nx_topo_neighbors(topology, degree, n, u, dead, nb, maxdeg);
-    for (uint32_t i = 0; i < m && i < maxdeg; i++)
-      if (dist[nb[i]] == UINT32_MAX) {
-        dist[nb[i]] = dist[u] + 1;
-        queue[qt++] = nb[i];
-      }
+  uint32_t *dist = malloc((size_t)n * sizeof *dist), k = 0;
+  if (!dist || nx_route_dist_to(topology, degree, n, dead, dst, dist) || dist[src] == UINT32_MAX) {
+    free(dist);
+    return 0;
   }
-  if (dist[src] == UINT32_MAX) goto out;
-  for (uint32_t u = src; u != dst;) { /* each node: its lowest neighbour one step closer */
-    uint32_t m = nx_topo_neighbors(topology, degree, n, u, dead, nb, maxdeg), next = UINT32_MAX;
-    for (uint32_t i = 0; i < m && i < maxdeg; i++)
-      if (dist[nb[i]] == dist[u] - 1 && nb[i] < next) next = nb[i];
-    if (k < cap) out[k] = next;
-    k++;
-    u = next;
+  for (uint32_t u = src; u != dst; k++) { /* each node: its own next hop */
+    u = nx_route_toward(topology, degree, n, dead, dist, u);
+    if (k < cap) out[k] = u;
   }
-out:
-  free(dist), free(queue), free(nb);
+  free(dist);
   return k;
 }
 

@@ -68,6 +68,15 @@ uint32_t nx_route_next_hop(const nx_route *rt, uint32_t dst);
  * every 0 alike, as no route). One breadth-first search from dst. */
 uint32_t nx_route_path(int topology, uint32_t degree, uint32_t n, const uint8_t *dead, uint32_t src,
                        uint32_t dst, uint32_t *out, uint32_t cap);
+/* Hops from every rank to dst over the live graph into dist[n]
+ * (UINT32_MAX: unreachable, or dead). 0 or NEXAR_ERR_NOMEM. */
+int nx_route_dist_to(int topology, uint32_t degree, uint32_t n, const uint8_t *dead, uint32_t dst,
+                     uint32_t *dist);
+/* u's next hop towards the rank dist was computed for: its lowest live
+ * neighbour one hop closer (what that node's nx_route_next_hop says);
+ * UINT32_MAX for the rank itself or an unreachable u. */
+uint32_t nx_route_toward(int topology, uint32_t degree, uint32_t n, const uint8_t *dead,
+                         const uint32_t *dist, uint32_t u);
 /* How many live ranks (not in dead) me cannot reach; their ids go to out
  * (at most cap). The full mesh reaches every live rank. */
 uint32_t nx_route_unreachable(const nx_route *rt, const uint8_t *dead, uint32_t *out, uint32_t cap);
