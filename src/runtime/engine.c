@@ -241,6 +241,9 @@ int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_i
    * needed for progress), so on the same host they switch to rendezvous at a
    * lower size than point-to-point, whose sends must not block below
    * NX_EAGER_MAX. */
+  /* same host, proven: the shared-memory rings (point-to-point in order) */
+  int by_shm = nx_shm_send_locked(ep, p, &fr, iov, niov, len, req);
+  if (by_shm) return by_shm < 0 ? by_shm : 0;
   if (nx_lane_send_locked(ep, p, &fr, iov, niov, len)) { /* small collective frame, same host */
     if (req) nx_req_complete(req, 0, NULL);
     return 0;
@@ -491,6 +494,7 @@ void nx_peer_departed_locked(nx_ep *ep, nx_peer *p) {
   /* what it sent on the same-host lane before it left is queued already
    * (AF_UNIX delivers at send time): take it before its traffic is dropped */
   nx_lane_recv_locked(ep);
+  nx_shm_peer_down_locked(ep, p);
   p->state = NX_PEER_DEAD;
   p->departed = 1;
   p->dead_code = NEXAR_ERR_PEER_LOST;
@@ -505,6 +509,7 @@ void nx_peer_departed_locked(nx_ep *ep, nx_peer *p) {
 void nx_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) {
   if (p->state == NX_PEER_DEAD || p->rank == ep->rank) return;
   nx_lane_recv_locked(ep); /* as for a departure: its earlier frames count */
+  nx_shm_peer_down_locked(ep, p);
   p->state = NX_PEER_DEAD;
   p->dead_code = code;
   snprintf(p->why, sizeof p->why, "%s", why);
@@ -566,6 +571,7 @@ uint64_t nx_ep_progress2_locked(nx_ep *ep, int do_recv) {
   for (int budget = 0; do_recv && budget < 16; budget++)
     if (nx_udp_recv(&ep->udp, on_dgram, ep) < NX_UDP_RX_BATCH) break;
   if (do_recv) nx_lane_recv_locked(ep);
+  nx_shm_poll_locked(ep);
   uint64_t now = nx_now_ns();
   nx_ep_credit_flush(ep);
   uint64_t next = heartbeats(ep, now);
@@ -624,7 +630,12 @@ static void *progress_main(void *arg) {
      * it here would hand every step over between threads. */
     if (!spinning && nx_ep_run_deferred(ep)) ts.tv_sec = 0, ts.tv_nsec = 0;
     int fd = driven ? ep->epfd_ctl : ep->epfd;
+    /* the shared-memory rings ring the lane (our epoll) only for waiters */
+    int ready = 0;
+    void *tok = driven ? NULL : nx_shm_sleep_begin(ep, &ready);
+    if (ready) ts.tv_sec = 0, ts.tv_nsec = 0;
     int n = epoll_pwait2(fd, evs, 4, &ts, NULL);
+    nx_shm_sleep_end(tok);
     pthread_mutex_lock(&ep->mu);
     ep->sleep_until = 0;
     for (int i = 0; i < n; i++) {
@@ -656,6 +667,7 @@ static void drain(nx_ep *ep) {
     for (nx_txmsg *m = ep->tx_all; m; m = m->all_next)
       if (m->peer->state == NX_PEER_UP) busy = 1;
     busy |= nx_rndv_pending_locked(ep); /* same-host sends not read yet */
+    busy |= nx_shm_pending_locked(ep);  /* ring records not consumed yet */
     if (!busy) break;
     uint64_t w = nx_now_ns() + 5000000ull;
     struct timespec ts = {(time_t)(w / 1000000000ull), (long)(w % 1000000000ull)};
@@ -711,6 +723,7 @@ void nx_ep_unref(nx_ep *ep) {
   }
   for (uint32_t j = 0; ep->peers && j < ep->world; j++)
     nx_rndv_peer_dead_locked(ep, ep->peers[j], NEXAR_ERR_ABORTED, "endpoint closed");
+  nx_shm_free(ep);
   pthread_mutex_unlock(&ep->mu);
   nx_udp_close(&ep->udp);
   nx_lane_close(ep);

@@ -37,6 +37,7 @@ typedef struct nx_rndv nx_rndv;
 typedef struct nx_bulk nx_bulk;
 typedef struct nx_rflow nx_rflow;
 typedef struct nx_rin nx_rin;
+typedef struct nx_shm nx_shm;
 
 /* Sends up to this size are copied, so a blocking send returns at once. */
 #define NX_EAGER_MAX (256u * 1024u)
@@ -194,6 +195,7 @@ struct nx_peer {
   int lane_known;          /* its hello gave the lane address: its datagrams are accepted */
   int lane_ok;             /* it answered our ping: small collective frames go by the lane */
   pid_t shm_pid;           /* its process id, when on this host */
+  nx_shm *shm;             /* shared-memory rings with it (shm.c), NULL if none */
   nx_bulk *bulk;           /* TCP bulk stream (another host), set while dialing */
   int bulk_up;             /* large sends to it may take the bulk stream */
   uint8_t bulk_secret[32]; /* what it must present when it dials our listener */
@@ -254,7 +256,9 @@ struct nx_ep {
   uint8_t shm_cookie[16]; /* a peer reads it to prove it can read our memory */
   int lane_fd;            /* same-host lane socket (lane.c), -1 if none */
   struct nx_lane_rx *lane_rx;
-  int lane_live; /* a same-host peer's hello arrived: the lane is read */
+  int lane_live;             /* a same-host peer's hello arrived: the lane is read */
+  _Atomic(nx_shm *) shm_all; /* every shared-memory segment (shm.c), push-front only */
+  uint64_t shm_dropped;      /* segments refused and malformed ring records */
   /* inter-host bulk path (bulk.c) */
   int bulk_lfd;
   uint16_t bulk_port;
@@ -399,6 +403,53 @@ int nx_lane_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
 int nx_lane_deliver_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid);
 /* Drains the lane socket into matching. */
 void nx_lane_recv_locked(nx_ep *ep);
+/* Lane control datagrams (f: kind NX_KIND_LANE, status one of these, no
+ * payload), fd passed with SCM_RIGHTS if >= 0. 0, or -1 (errno). */
+enum { NX_LANE_PING = 0, NX_LANE_PONG = 1, NX_LANE_SEG = 2, NX_LANE_SEG_OK = 3, NX_LANE_BELL = 4 };
+int nx_lane_send_ctl_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, int fd);
+/* nx_lane_deliver_locked with the fd that came with the datagram: *fd is
+ * taken (set to -1) when a segment offer uses it; the caller closes it
+ * otherwise. */
+int nx_lane_deliver_fd_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid, int *fd);
+
+/* ---- shm.c: same-host shared-memory rings (design in shm.c) */
+#define NX_SHM_RING (2u << 20) /* data bytes per direction */
+/* The lane to p is up: the lower rank offers a segment. */
+void nx_shm_lane_up_locked(nx_ep *ep, nx_peer *p);
+/* A segment offer from p with its fd (taken: closed here). */
+void nx_shm_on_seg_locked(nx_ep *ep, nx_peer *p, int fd);
+void nx_shm_on_seg_ok_locked(nx_ep *ep, nx_peer *p);
+/* A message by the ring: 1 if taken (req completed, or owned by the
+ * rendezvous it became), 0 to use the other paths, <0 on error. */
+int nx_shm_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                       size_t niov, uint64_t len, nexar_request *req);
+/* A rendezvous descriptor (f encoded with src, length, RNDV): 1 if the ring
+ * took it, 0 to use the other paths, <0 on error. Point-to-point ones take
+ * it whenever the peer's point-to-point order is the ring's. */
+int nx_shm_send_desc_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *v);
+/* One record from p's ring: header and payload validated like network bytes,
+ * handed to matching. 0, or PROTOCOL (the caller drops p). (Separate for
+ * fuzzing.) */
+int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN],
+                          const nexar_iovec *v, size_t nv, uint64_t plen);
+/* Every progress pass: drains the inbound rings, flushes the backlogs. */
+void nx_shm_poll_locked(nx_ep *ep);
+/* p died or left: what it published is taken, then its segment is unused. */
+void nx_shm_peer_down_locked(nx_ep *ep, nx_peer *p);
+/* 1 while something we wrote to a live peer is not consumed yet. */
+int nx_shm_pending_locked(nx_ep *ep);
+/* Around a sleep (without ep->mu): counts the thread as a waiter on every
+ * inbound ring (so writers ring the doorbell); *ready = 1 if a ring already
+ * has data (then do not sleep). The token goes to nx_shm_sleep_end. */
+void *nx_shm_sleep_begin(nx_ep *ep, int *ready);
+void nx_shm_sleep_end(void *token);
+void nx_shm_free(nx_ep *ep); /* after the progress thread stopped */
+/* 0 no segment with p, 1 mapped, 2 up, 3 point-to-point goes by it. */
+int nx_shm_state_locked(const nx_peer *p);
+/* Test seam (integration.shm): writes a forged record into our ring to p,
+ * as a third process with the segment could: how 0 a corrupt prefix, 1 a
+ * frame whose length lies. */
+int nx_shm_test_forge(nx_ep *ep, nx_peer *p, int how);
 
 /* ---- relay.c: sparse topologies. Messages to a rank that is not a
  * neighbour go in segments of at most NX_RELAY_SEG bytes along the route

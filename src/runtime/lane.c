@@ -29,14 +29,15 @@
 
 #define LANE_BATCH 16
 #define LANE_BUF (NX_FRAME_HDR_LEN + NX_LANE_MAX)
-enum { LANE_PING = 0, LANE_PONG = 1 };
+#define LANE_PING NX_LANE_PING
+#define LANE_PONG NX_LANE_PONG
 
 struct nx_lane_rx {
   struct mmsghdr h[LANE_BATCH];
   struct iovec v[LANE_BATCH];
   union {
     struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(struct ucred))];
+    char buf[CMSG_SPACE(sizeof(struct ucred)) + CMSG_SPACE(4 * sizeof(int))];
   } cm[LANE_BATCH];
   uint8_t data[LANE_BATCH][LANE_BUF];
   int busy;
@@ -80,8 +81,8 @@ void nx_lane_close(nx_ep *ep) {
   ep->lane_rx = NULL;
 }
 
-static int send_dgram(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
-                      size_t niov) {
+static int send_dgram_fd(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                         size_t niov, int fd) {
   uint8_t hdr[NX_FRAME_HDR_LEN];
   struct iovec v[1 + NX_LANE_MAX_IOV];
   if (niov > NX_LANE_MAX_IOV) return -1;
@@ -93,7 +94,31 @@ static int send_dgram(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iove
                       .msg_namelen = p->lane_addrlen,
                       .msg_iov = v,
                       .msg_iovlen = 1 + niov};
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } cm;
+  if (fd >= 0) { /* a shared-memory segment for this peer alone (shm.c) */
+    memset(&cm, 0, sizeof cm);
+    mh.msg_control = cm.buf;
+    mh.msg_controllen = sizeof cm.buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
   return sendmsg(ep->lane_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
+static int send_dgram(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                      size_t niov) {
+  return send_dgram_fd(ep, p, f, iov, niov, -1);
+}
+
+int nx_lane_send_ctl_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, int fd) {
+  if (ep->lane_fd < 0 || !p->lane_known) return -1;
+  return send_dgram_fd(ep, p, f, NULL, 0, fd);
 }
 
 static void ping(nx_ep *ep, nx_peer *p, int kind) {
@@ -126,18 +151,37 @@ int nx_lane_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
   return 1;
 }
 
-/* The pid the kernel stamped on a datagram (SCM_CREDENTIALS), or -1. */
-static pid_t sender_pid(const struct msghdr *mh) {
+/* The pid the kernel stamped on a datagram (SCM_CREDENTIALS), or -1; the
+ * first fd it carried (SCM_RIGHTS) in *fd, every other one closed. */
+static pid_t sender_pid(const struct msghdr *mh, int *fd) {
+  pid_t pid = -1;
+  *fd = -1;
   for (struct cmsghdr *c = CMSG_FIRSTHDR(mh); c; c = CMSG_NXTHDR((struct msghdr *)mh, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_CREDENTIALS) continue;
-    struct ucred u;
-    memcpy(&u, CMSG_DATA(c), sizeof u);
-    return u.pid;
+    if (c->cmsg_level != SOL_SOCKET) continue;
+    if (c->cmsg_type == SCM_CREDENTIALS && c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+      struct ucred u;
+      memcpy(&u, CMSG_DATA(c), sizeof u);
+      pid = u.pid;
+    } else if (c->cmsg_type == SCM_RIGHTS) {
+      size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < k; i++) {
+        int x;
+        memcpy(&x, CMSG_DATA(c) + i * sizeof(int), sizeof x);
+        if (*fd < 0)
+          *fd = x;
+        else
+          close(x);
+      }
+    }
   }
-  return -1;
+  return pid;
 }
 
 int nx_lane_deliver_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid) {
+  return nx_lane_deliver_fd_locked(ep, d, n, pid, NULL);
+}
+
+int nx_lane_deliver_fd_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid, int *fd) {
   nx_frame f;
   nx_peer *p = NULL;
   uint64_t wire = 0; /* payload bytes: a rendezvous carries its descriptor */
@@ -153,12 +197,29 @@ int nx_lane_deliver_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid) {
     return -1;
   p->last_heard_ns = nx_now_ns();
   if (f.kind == NX_KIND_LANE) {
+    if (f.status == NX_LANE_BELL) return 0; /* the progress pass reads the rings */
+    if (f.status == NX_LANE_SEG) {
+      if (!fd || *fd < 0) return -1;
+      int sfd = *fd;
+      *fd = -1;
+      nx_shm_on_seg_locked(ep, p, sfd);
+      return 0;
+    }
+    if (f.status == NX_LANE_SEG_OK) {
+      nx_shm_on_seg_ok_locked(ep, p);
+      return 0;
+    }
     if (f.status == LANE_PONG) {
-      if (!p->lane_ok) NX_DEBUG("lane to rank %u up", p->rank);
-      p->lane_ok = 1;
-    } else {
+      if (!p->lane_ok) {
+        NX_DEBUG("lane to rank %u up", p->rank);
+        p->lane_ok = 1;
+        nx_shm_lane_up_locked(ep, p);
+      }
+    } else if (f.status == LANE_PING) {
       ping(ep, p, LANE_PONG);
       if (!p->lane_ok) ping(ep, p, LANE_PING); /* ours may have come too early */
+    } else {
+      return -1;
     }
     return 0;
   }
@@ -173,9 +234,12 @@ int nx_lane_deliver_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid) {
 }
 
 static void on_dgram(nx_ep *ep, struct mmsghdr *h, const uint8_t *d) {
-  if ((h->msg_hdr.msg_flags & MSG_TRUNC) ||
-      nx_lane_deliver_locked(ep, d, h->msg_len, sender_pid(&h->msg_hdr)))
+  int fd = -1;
+  pid_t pid = sender_pid(&h->msg_hdr, &fd);
+  if ((h->msg_hdr.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+      nx_lane_deliver_fd_locked(ep, d, h->msg_len, pid, &fd))
     ep->dropped_datagrams++; /* not from a proven peer, or malformed: ignored */
+  if (fd >= 0) close(fd);    /* fds nobody asked for are not kept */
 }
 
 static void lane_drain(nx_ep *ep, struct nx_lane_rx *rx);
@@ -206,7 +270,7 @@ static void lane_drain(nx_ep *ep, struct nx_lane_rx *rx) {
       rx->h[i].msg_hdr.msg_control = rx->cm[i].buf;
       rx->h[i].msg_hdr.msg_controllen = sizeof rx->cm[i].buf;
     }
-    int n = recvmmsg(ep->lane_fd, rx->h, LANE_BATCH, MSG_DONTWAIT, NULL);
+    int n = recvmmsg(ep->lane_fd, rx->h, LANE_BATCH, MSG_DONTWAIT | MSG_CMSG_CLOEXEC, NULL);
     for (int i = 0; i < n; i++)
       on_dgram(ep, &rx->h[i], rx->data[i]);
     if (n < LANE_BATCH) return;

@@ -181,7 +181,11 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
     /* a reply often lands within microseconds: poll briefly before sleeping,
      * which saves the wake-up of a sleeping thread on the reply's path */
     if (now < spin_until) ts.tv_nsec = 0;
+    int ready = 0;
+    void *tok = ts.tv_nsec ? nx_shm_sleep_begin(ep, &ready) : NULL;
+    if (ready) ts.tv_nsec = 0; /* a shared-memory ring has data: no sleep */
     int n = epoll_pwait2(ep->epfd_wait, ev, 2, &ts, NULL);
+    nx_shm_sleep_end(tok);
     if (n == 0 && yield && now < spin_until) sched_yield();
     for (int i = 0; i < n; i++)
       if (ev[i].data.u32 == 3) {

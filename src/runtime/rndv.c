@@ -148,9 +148,13 @@ int nx_rndv_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
    * point-to-point one keeps its place in the QUIC order. */
   fr.src = ep->rank;
   fr.length = len;
-  int rc = fr.kind == NX_KIND_COLL && nx_lane_send_locked(ep, p, &fr, &v, 1, v.len)
-               ? 0
-               : nx_ep_send_raw_locked(ep, p, &fr, &v, 1, len, &m);
+  int rc = nx_shm_send_desc_locked(ep, p, &fr, &v); /* in point-to-point order */
+  if (rc == 1)
+    rc = 0;
+  else if (rc == 0)
+    rc = fr.kind == NX_KIND_COLL && nx_lane_send_locked(ep, p, &fr, &v, 1, v.len)
+             ? 0
+             : nx_ep_send_raw_locked(ep, p, &fr, &v, 1, len, &m);
   if (rc) {
     free(rv->iov);
     free(rv);

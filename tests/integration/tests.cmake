@@ -273,3 +273,11 @@ foreach(s fullmesh hypercube kregular kill_relay partition cut)
                        LABELS "integration;netns" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 endforeach()
 # END sparse
+# Same-host shared-memory rings (issue 15): order across sizes and paths,
+# collectives, forged ring records (integration/shm_test.c).
+foreach(args "2;1" "3;0" "9;-1")
+  list(GET args 0 w)
+  list(GET args 1 forge)
+  add_test(NAME integration.shm.world${w} COMMAND shm_test ${w} ${forge})
+  set_tests_properties(integration.shm.world${w} PROPERTIES TIMEOUT 120 LABELS "integration")
+endforeach()

@@ -1,0 +1,83 @@
+/* SPSC byte ring (ring.h). Indices are 64-bit byte counts that never wrap
+ * in practice; offsets are index & (cap - 1). */
+#include "core/ring.h"
+
+#include <string.h>
+
+void nx_ring_init(nx_ring *r, nx_ring_ctl *ctl, uint8_t *data, uint64_t cap, int producer) {
+  r->ctl = ctl;
+  r->data = data;
+  r->cap = cap;
+  r->pos = producer ? atomic_load(&ctl->tail) : atomic_load(&ctl->head);
+}
+
+static void put_bytes(const nx_ring *r, uint64_t at, const void *src, uint64_t n) {
+  uint64_t off = at & (r->cap - 1), first = r->cap - off < n ? r->cap - off : n;
+  memcpy(r->data + off, src, (size_t)first);
+  if (n > first) memcpy(r->data, (const uint8_t *)src + first, (size_t)(n - first));
+}
+
+static void get_bytes(const nx_ring *r, uint64_t at, void *dst, uint64_t n) {
+  uint64_t off = at & (r->cap - 1), first = r->cap - off < n ? r->cap - off : n;
+  memcpy(dst, r->data + off, (size_t)first);
+  if (n > first) memcpy((uint8_t *)dst + first, r->data, (size_t)(n - first));
+}
+
+int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iovec *iov,
+                size_t niov, uint64_t len) {
+  uint64_t need = nx_ring_record(len);
+  uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+  uint64_t used = r->pos - head;
+  if (used > r->cap) return NEXAR_ERR_PROTOCOL; /* head ahead of tail, or far behind */
+  if (need > r->cap - used) return 1;
+  uint32_t pre[2] = {(uint32_t)(NX_FRAME_HDR_LEN + len), ~(uint32_t)(NX_FRAME_HDR_LEN + len)};
+  uint64_t at = r->pos;
+  put_bytes(r, at, pre, sizeof pre);
+  at += sizeof pre;
+  put_bytes(r, at, hdr, NX_FRAME_HDR_LEN);
+  at += NX_FRAME_HDR_LEN;
+  for (size_t i = 0; i < niov; i++) {
+    if (iov[i].len) put_bytes(r, at, iov[i].base, iov[i].len);
+    at += iov[i].len;
+  }
+  r->pos += need;
+  atomic_store(&r->ctl->tail, r->pos); /* seq_cst: ordered before the waiters load */
+  return 0;
+}
+
+int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[2], size_t *nv,
+                 uint64_t *plen, uint64_t *adv) {
+  uint64_t tail = atomic_load(&r->ctl->tail);
+  uint64_t avail = tail - r->pos;
+  if (avail == 0) return 1;
+  if (avail > r->cap || avail < NX_RING_PREFIX + NX_FRAME_HDR_LEN) return NEXAR_ERR_PROTOCOL;
+  uint32_t pre[2];
+  get_bytes(r, r->pos, pre, sizeof pre);
+  if (pre[1] != ~pre[0] || pre[0] < NX_FRAME_HDR_LEN) return NEXAR_ERR_PROTOCOL;
+  uint64_t len = (uint64_t)pre[0] - NX_FRAME_HDR_LEN;
+  uint64_t need = nx_ring_record(len);
+  if (need > avail) return NEXAR_ERR_PROTOCOL; /* tail is published after whole records */
+  get_bytes(r, r->pos + NX_RING_PREFIX, hdr, NX_FRAME_HDR_LEN);
+  uint64_t at = (r->pos + NX_RING_PREFIX + NX_FRAME_HDR_LEN) & (r->cap - 1);
+  uint64_t first = r->cap - at < len ? r->cap - at : len;
+  v[0].base = r->data + at;
+  v[0].len = (size_t)first;
+  *nv = 1;
+  if (len > first) {
+    v[1].base = r->data;
+    v[1].len = (size_t)(len - first);
+    *nv = 2;
+  }
+  *plen = len;
+  *adv = need;
+  return 0;
+}
+
+void nx_ring_pop(nx_ring *r, uint64_t adv) {
+  r->pos += adv;
+  atomic_store_explicit(&r->ctl->head, r->pos, memory_order_release);
+}
+
+int nx_ring_ready(const nx_ring_ctl *ctl) {
+  return atomic_load((_Atomic uint64_t *)&ctl->tail) != atomic_load((_Atomic uint64_t *)&ctl->head);
+}

@@ -1,0 +1,70 @@
+/* Single-producer/single-consumer byte ring for shared memory between two
+ * processes (runtime/shm.c). Pure: no system calls, no engine; unit-tested
+ * and fuzzed on plain memory.
+ *
+ * Layout: a control block (nx_ring_ctl, three cache lines) and `cap` data
+ * bytes (a power of two). tail (bytes ever published) is written by the
+ * producer only, head (bytes ever consumed) by the consumer only; each side
+ * keeps its own index privately (pos) and never trusts the other's word for
+ * it. A record is an 8-byte prefix (u32 length of what follows, u32 its
+ * complement), a frame header and payload, padded to 8 bytes; it may wrap.
+ *
+ * Trust: the other side can write anything anywhere in the segment at any
+ * time. The consumer copies the prefix and the header out before it
+ * validates them; a tail that claims more than the ring holds, a prefix
+ * whose two words disagree, or a record longer than what is published is
+ * NEXAR_ERR_PROTOCOL. Payload bytes are handed out in place (the peer
+ * changing them under us changes only data it sent anyway). */
+#ifndef NX_CORE_RING_H
+#define NX_CORE_RING_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/common.h"
+#include "core/frame.h"
+
+typedef struct nx_ring_ctl {
+  _Atomic uint64_t tail; /* producer */
+  char pad0[56];
+  _Atomic uint64_t head; /* consumer */
+  char pad1[56];
+  _Atomic uint32_t waiters; /* consumer threads about to sleep (doorbell wanted) */
+  _Atomic uint32_t bell;    /* a doorbell is on its way */
+  char pad2[56];
+} nx_ring_ctl;
+
+typedef struct nx_ring {
+  nx_ring_ctl *ctl;
+  uint8_t *data;
+  uint64_t cap; /* power of two, >= 4096 */
+  uint64_t pos; /* own index: tail (producer) or head (consumer) */
+} nx_ring;
+
+#define NX_RING_PREFIX 8u
+/* Bytes a record of `len` payload bytes takes. */
+static inline uint64_t nx_ring_record(uint64_t len) {
+  return NX_RING_PREFIX + ((NX_FRAME_HDR_LEN + len + 7u) & ~(uint64_t)7u);
+}
+
+/* Sets r up over ctl and data; pos from the control block's current index
+ * (producer: tail, consumer: head). */
+void nx_ring_init(nx_ring *r, nx_ring_ctl *ctl, uint8_t *data, uint64_t cap, int producer);
+/* Producer: publishes one record (hdr then the payload of iov, len bytes).
+ * 0; 1 if there is no room now; NEXAR_ERR_PROTOCOL if the consumer's head is
+ * impossible (behind what it may have consumed, or ahead of tail). */
+int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iovec *iov,
+                size_t niov, uint64_t len);
+/* Consumer: the next record. 0: hdr copied out, its payload in v[0..*nv)
+ * (pointers into the ring, 2 pieces at most), *plen bytes, *adv the record
+ * size to pass to nx_ring_pop once it is used; 1 if empty;
+ * NEXAR_ERR_PROTOCOL if malformed. */
+int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[2], size_t *nv,
+                 uint64_t *plen, uint64_t *adv);
+void nx_ring_pop(nx_ring *r, uint64_t adv);
+/* Consumer: 1 if the producer has published something not consumed yet
+ * (lock-free: reads only the control block). */
+int nx_ring_ready(const nx_ring_ctl *ctl);
+
+#endif

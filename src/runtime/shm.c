@@ -1,0 +1,510 @@
+/* Same-host shared-memory link: per-pair SPSC rings (core/ring.h) in one
+ * memfd segment, for point-to-point messages up to NX_EAGER_MAX (and the
+ * descriptors of larger ones, which keep the single-copy rendezvous) and
+ * collective frames up to NX_RNDV_COLL_MIN.
+ *
+ * Setup. Once the lane to a peer is up (it proved with process_vm_readv that
+ * it is on this host and reads our memory, and its lane datagrams carry the
+ * pid the kernel stamps), the lower rank creates the segment: a memfd sealed
+ * against shrinking and growing (so the peer can never make our mapping
+ * fault), sent with SCM_RIGHTS in a lane datagram. The fd reaches only the
+ * socket named by the peer's cookie, and the receiver accepts it only from
+ * the proven pid of the lower rank; no file in the file system names it.
+ * (Why not /proc/<pid>/fd: opening another process's fd needs ptrace rights
+ * which hardened hosts deny, and the lane already authenticates the pid.)
+ * The receiver checks the size and the seals before it maps, answers
+ * LANE_SEG_OK, and both sides then send by the ring.
+ *
+ * Order. Point-to-point keeps MPI's non-overtaking order: the first message
+ * to a peer goes by the ring only when nothing of ours to it is on a QUIC
+ * stream any more (every stream acknowledged, so the receiver ordered it);
+ * from then on every point-to-point message to it goes by the ring, waiting
+ * in order in a backlog while the ring is full (the data is copied: eager
+ * semantics). Collective frames need no order (unique keys): they take the
+ * ring when it has room, else the lane or QUIC as before.
+ *
+ * Waking. Readers poll the rings on every progress pass. A thread about to
+ * sleep counts itself in each inbound ring's `waiters`, then looks once
+ * more; a writer that sees waiters after publishing sends one lane datagram
+ * (the doorbell), which wakes the epoll the sleeper waits in. Spinning or
+ * yielding before the sleep is the engine's choice (nx_ep_spin_ns).
+ *
+ * Trust. Records are validated like network bytes (ring.c, then the frame
+ * here); a malformed one drops the peer with PROTOCOL and is counted
+ * (ep->shm_dropped). All under ep->mu except the sleep hooks, which read
+ * only segments' control blocks from a list that only grows. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/ring.h"
+#include "runtime/engine.h"
+#include "runtime/request.h"
+
+#define SHM_MAGIC 0x314d48535841454eull /* "NEAXSHM1" */
+#define SHM_CTL_A 1024u                 /* lower rank -> higher rank */
+#define SHM_CTL_B 2048u
+#define SHM_DATA 4096u
+#define SHM_SIZE (SHM_DATA + 2ull * NX_SHM_RING)
+_Static_assert(sizeof(nx_ring_ctl) <= 1024, "control block fits its slot");
+_Static_assert(NX_SHM_RING >= 2 * (NX_EAGER_MAX + 4096), "an eager message fits twice");
+
+typedef struct shm_seg_hdr {
+  uint64_t magic;
+  uint32_t cap;
+  uint32_t lower, higher; /* root ranks */
+} shm_seg_hdr;
+
+typedef struct shm_bl { /* a point-to-point record waiting for ring room */
+  struct shm_bl *next;
+  uint64_t len;
+  uint8_t hdr[NX_FRAME_HDR_LEN];
+  uint8_t data[];
+} shm_bl;
+
+struct nx_shm {
+  nx_shm *next; /* ep->shm_all: push-front only, freed with the endpoint */
+  nx_peer *peer;
+  void *base;
+  nx_ring tx, rx;
+  int up;          /* both sides mapped: we may send */
+  int p2p;         /* point-to-point to this peer goes by the ring from now on */
+  atomic_int dead; /* peer gone: not polled, not used */
+  int busy;        /* being drained (re-entry from delivery) */
+  shm_bl *bl_head, *bl_tail;
+  uint64_t bl_bytes;
+};
+
+/* ------------------------------------------------- process-wide mappings */
+
+/* Ranks of one process (threads mode) map a segment once, so every atomic
+ * on it has one address (what ThreadSanitizer needs to see the ordering). */
+typedef struct shm_map {
+  struct shm_map *next;
+  dev_t dev;
+  ino_t ino;
+  void *base;
+  int refs;
+} shm_map;
+static pthread_mutex_t g_map_mu = PTHREAD_MUTEX_INITIALIZER;
+static shm_map *g_maps;
+
+static void *map_fd(int fd) {
+  struct stat st;
+  if (fstat(fd, &st)) return NULL;
+  pthread_mutex_lock(&g_map_mu);
+  for (shm_map *m = g_maps; m; m = m->next)
+    if (m->dev == st.st_dev && m->ino == st.st_ino) {
+      m->refs++;
+      pthread_mutex_unlock(&g_map_mu);
+      return m->base;
+    }
+  void *b = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  shm_map *m = b == MAP_FAILED ? NULL : calloc(1, sizeof *m);
+  if (m) {
+    m->dev = st.st_dev, m->ino = st.st_ino, m->base = b, m->refs = 1;
+    m->next = g_maps;
+    g_maps = m;
+  } else if (b != MAP_FAILED) {
+    munmap(b, SHM_SIZE);
+  }
+  pthread_mutex_unlock(&g_map_mu);
+  return m ? b : NULL;
+}
+
+static void unmap(void *base) {
+  pthread_mutex_lock(&g_map_mu);
+  for (shm_map **pp = &g_maps; *pp; pp = &(*pp)->next) {
+    shm_map *m = *pp;
+    if (m->base != base) continue;
+    if (--m->refs == 0) {
+      *pp = m->next;
+      munmap(m->base, SHM_SIZE);
+      free(m);
+    }
+    break;
+  }
+  pthread_mutex_unlock(&g_map_mu);
+}
+
+/* ------------------------------------------------------------------ setup */
+
+static nx_shm *seg_new(nx_ep *ep, nx_peer *p, void *base) {
+  nx_shm *s = nx_calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->peer = p;
+  s->base = base;
+  int lower = ep->rank < p->rank;
+  uint8_t *b = base;
+  nx_ring_ctl *a = (nx_ring_ctl *)(b + SHM_CTL_A), *bb = (nx_ring_ctl *)(b + SHM_CTL_B);
+  uint8_t *da = b + SHM_DATA, *db = b + SHM_DATA + NX_SHM_RING;
+  nx_ring_init(&s->tx, lower ? a : bb, lower ? da : db, NX_SHM_RING, 1);
+  nx_ring_init(&s->rx, lower ? bb : a, lower ? db : da, NX_SHM_RING, 0);
+  p->shm = s;
+  s->next = atomic_load(&ep->shm_all);
+  atomic_store(&ep->shm_all, s);
+  return s;
+}
+
+static int send_ctl(nx_ep *ep, nx_peer *p, int what, int fd) {
+  nx_frame f = {0};
+  f.kind = NX_KIND_LANE;
+  f.src = ep->rank;
+  f.status = what;
+  return nx_lane_send_ctl_locked(ep, p, &f, fd);
+}
+
+void nx_shm_lane_up_locked(nx_ep *ep, nx_peer *p) {
+  if (!ep->knobs.shm || p->shm || ep->rank > p->rank || p->relayed) return;
+  int fd = memfd_create("nexar-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    NX_DEBUG("shm to rank %u: memfd_create: %s", p->rank, strerror(errno));
+    return;
+  }
+  void *base = NULL;
+  if (ftruncate(fd, (off_t)SHM_SIZE) ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) || !(base = map_fd(fd))) {
+    NX_DEBUG("shm to rank %u: segment: %s", p->rank, strerror(errno));
+    close(fd);
+    return;
+  }
+  shm_seg_hdr h = {SHM_MAGIC, NX_SHM_RING, ep->rank, p->rank};
+  memcpy(base, &h, sizeof h);
+  if (!seg_new(ep, p, base)) {
+    unmap(base);
+    close(fd);
+    return;
+  }
+  if (send_ctl(ep, p, NX_LANE_SEG, fd))
+    NX_DEBUG("shm to rank %u: offer not sent: %s", p->rank, strerror(errno));
+  close(fd); /* the mapping (and the peer's copy of the fd) keep it */
+}
+
+void nx_shm_on_seg_locked(nx_ep *ep, nx_peer *p, int fd) {
+  struct stat st;
+  int seals = fcntl(fd, F_GET_SEALS);
+  int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+  void *base = NULL;
+  if (!ep->knobs.shm || p->shm || p->rank > ep->rank || p->relayed) goto out;
+  if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != SHM_SIZE || seals < 0 ||
+      (seals & need) != need) {
+    NX_WARN("shm from rank %u: segment refused (size or seals)", p->rank);
+    ep->shm_dropped++;
+    goto out;
+  }
+  if (!(base = map_fd(fd))) goto out;
+  shm_seg_hdr h;
+  memcpy(&h, base, sizeof h);
+  if (h.magic != SHM_MAGIC || h.cap != NX_SHM_RING || h.lower != p->rank || h.higher != ep->rank) {
+    NX_WARN("shm from rank %u: segment refused (header)", p->rank);
+    ep->shm_dropped++;
+    unmap(base);
+    goto out;
+  }
+  nx_shm *s = seg_new(ep, p, base);
+  if (!s) {
+    unmap(base);
+    goto out;
+  }
+  if (send_ctl(ep, p, NX_LANE_SEG_OK, -1) == 0) {
+    s->up = 1;
+    NX_DEBUG("shm to rank %u up", p->rank);
+  }
+out:
+  close(fd);
+}
+
+void nx_shm_on_seg_ok_locked(nx_ep *ep, nx_peer *p) {
+  (void)ep;
+  if (p->shm && !atomic_load(&p->shm->dead) && !p->shm->up) {
+    p->shm->up = 1;
+    NX_DEBUG("shm to rank %u up", p->rank);
+  }
+}
+
+/* ------------------------------------------------------------------- send */
+
+static void ring_bell(nx_ep *ep, nx_shm *s) {
+  /* tail was stored seq_cst: a reader that counted itself in waiters before
+   * its last look either saw the record or is seen here */
+  if (atomic_load(&s->tx.ctl->waiters) && !atomic_exchange(&s->tx.ctl->bell, 1) &&
+      send_ctl(ep, s->peer, NX_LANE_BELL, -1))
+    atomic_store(&s->tx.ctl->bell, 0); /* not sent (socket full): the next record tries */
+}
+
+static void protocol(nx_ep *ep, nx_shm *s, const char *what) {
+  char why[128];
+  snprintf(why, sizeof why, "shared-memory ring: %s", what);
+  ep->shm_dropped++;
+  nx_peer_dead_locked(ep, s->peer, NEXAR_ERR_PROTOCOL, why);
+}
+
+/* 0 sent, 1 no room, <0 the peer was dropped. */
+static int put(nx_ep *ep, nx_shm *s, const uint8_t *hdr, const nexar_iovec *iov, size_t niov,
+               uint64_t len) {
+  int rc = nx_ring_put(&s->tx, hdr, iov, niov, len);
+  if (rc < 0) {
+    protocol(ep, s, "the reader's index is impossible");
+    return NEXAR_ERR_PROTOCOL;
+  }
+  if (rc == 0) ring_bell(ep, s);
+  return rc;
+}
+
+static void flush_backlog(nx_ep *ep, nx_shm *s) {
+  while (s->bl_head) {
+    shm_bl *b = s->bl_head;
+    nexar_iovec v = {b->data, (size_t)b->len};
+    if (put(ep, s, b->hdr, &v, 1, b->len)) return;
+    s->bl_head = b->next;
+    if (!s->bl_head) s->bl_tail = NULL;
+    s->bl_bytes -= b->len;
+    free(b);
+  }
+}
+
+static int backlog(nx_ep *ep, nx_shm *s, const uint8_t *hdr, const nexar_iovec *iov, size_t niov,
+                   uint64_t len) {
+  shm_bl *b = malloc(sizeof *b + (size_t)len);
+  if (!b)
+    return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u: %llu bytes", s->peer->rank,
+                   (unsigned long long)len);
+  (void)ep;
+  b->next = NULL;
+  b->len = len;
+  memcpy(b->hdr, hdr, NX_FRAME_HDR_LEN);
+  uint64_t off = 0;
+  for (size_t i = 0; i < niov; i++) {
+    if (iov[i].len) memcpy(b->data + off, iov[i].base, iov[i].len);
+    off += iov[i].len;
+  }
+  if (s->bl_tail)
+    s->bl_tail->next = b;
+  else
+    s->bl_head = b;
+  s->bl_tail = b;
+  s->bl_bytes += len;
+  return 0;
+}
+
+/* An ordered record: by the ring, or behind what waits for room. */
+static int put_ordered(nx_ep *ep, nx_shm *s, const nx_frame *f, const nexar_iovec *iov, size_t niov,
+                       uint64_t len) {
+  uint8_t hdr[NX_FRAME_HDR_LEN];
+  nx_frame_encode(f, hdr);
+  if (!s->bl_head) {
+    int rc = put(ep, s, hdr, iov, niov, len);
+    if (rc <= 0) return rc;
+  }
+  return backlog(ep, s, hdr, iov, niov, len);
+}
+
+/* 1 once point-to-point to p may go by the ring: none of ours is on a QUIC
+ * stream any more (so the receiver has ordered all of them). */
+static int p2p_switch(nx_ep *ep, nx_shm *s) {
+  if (s->p2p) return 1;
+  for (nx_txmsg *m = ep->tx_all; m; m = m->all_next)
+    if (m->peer == s->peer && (m->q.sid >= 0 || m->q.hdr[3] == NX_KIND_P2P)) return 0;
+  s->p2p = 1;
+  NX_DEBUG("point-to-point to rank %u by shared memory from now on", s->peer->rank);
+  return 1;
+}
+
+static int usable(const nx_peer *p) {
+  return p->shm && p->shm->up && !atomic_load(&p->shm->dead) && p->state == NX_PEER_UP;
+}
+
+int nx_shm_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                       size_t niov, uint64_t len, nexar_request *req) {
+  if (!usable(p)) return 0;
+  nx_shm *s = p->shm;
+  if (f->kind == NX_KIND_COLL) {
+    if (len > NX_RNDV_COLL_MIN) return 0;
+    uint8_t hdr[NX_FRAME_HDR_LEN];
+    nx_frame_encode(f, hdr);
+    int rc = put(ep, s, hdr, iov, niov, len);
+    if (rc < 0) return rc;
+    if (rc == 1) return 0; /* full: the lane or QUIC takes it */
+  } else if (f->kind == NX_KIND_P2P) {
+    if (!p2p_switch(ep, s)) return 0;
+    int eager = len <= NX_EAGER_MAX || !req;
+    if (eager && req && s->bl_bytes + len > NX_EAGER_QUEUE_MAX) eager = 0;
+    if (!eager) { /* the descriptor comes back through nx_shm_send_desc_locked */
+      int t = nx_rndv_send_locked(ep, p, f, iov, niov, len, req);
+      if (t < 0) return t;
+      if (t == 1) {
+        p->st.messages_sent++;
+        p->st.bytes_sent += len;
+        p->st.bulk_bytes_sent += len;
+        return 1;
+      }
+    }
+    if (nx_ring_record(len) > NX_SHM_RING)
+      return nx_fail(NEXAR_ERR_UNSUPPORTED, "send to rank %u: %llu bytes without a request",
+                     p->rank, (unsigned long long)len);
+    int rc = put_ordered(ep, s, f, iov, niov, len);
+    if (rc < 0) return rc;
+  } else {
+    return 0;
+  }
+  p->st.messages_sent++;
+  p->st.bytes_sent += len;
+  if (req) nx_req_complete(req, 0, NULL); /* copied */
+  return 1;
+}
+
+int nx_shm_send_desc_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *v) {
+  if (!usable(p) || (f->kind == NX_KIND_P2P && !p->shm->p2p)) return 0;
+  if (f->kind == NX_KIND_P2P) {
+    int rc = put_ordered(ep, p->shm, f, v, 1, v->len);
+    return rc ? rc : 1;
+  }
+  uint8_t hdr[NX_FRAME_HDR_LEN];
+  nx_frame_encode(f, hdr);
+  return put(ep, p->shm, hdr, v, 1, v->len) == 0;
+}
+
+/* ---------------------------------------------------------------- receive */
+
+int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN],
+                          const nexar_iovec *v, size_t nv, uint64_t plen) {
+  nx_frame f;
+  if (nx_frame_decode(hdr, NX_FRAME_HDR_LEN, &f) || f.src != p->rank ||
+      (f.kind != NX_KIND_P2P && f.kind != NX_KIND_COLL))
+    return NEXAR_ERR_PROTOCOL;
+  int rndv = (f.flags & NX_FLAG_RNDV) != 0;
+  uint64_t wire = rndv ? (uint64_t)(uint32_t)f.status : f.length;
+  if (wire != plen || (rndv && (f.status < 16 || f.status > 16 + 16 * NX_RNDV_MAX_IOV)))
+    return NEXAR_ERR_PROTOCOL;
+  if (!rndv) {
+    p->st.messages_received++;
+    p->st.bytes_received += f.length;
+  }
+  p->last_heard_ns = nx_now_ns();
+  if (nx_deliver_complete(ep, p, &f, v, nv))
+    NX_WARN("shared-memory frame from rank %u dropped: %s", p->rank, nexar_last_error());
+  return 0;
+}
+
+/* Takes what s's peer published; 1 if it took something. */
+static int drain(nx_ep *ep, nx_shm *s) {
+  if (s->busy || atomic_load(&s->dead)) return 0;
+  s->busy = 1;
+  atomic_store(&s->rx.ctl->bell, 0); /* before the look: a later record rings again */
+  int took = 0;
+  for (int i = 0; i < 64; i++) {
+    uint8_t hdr[NX_FRAME_HDR_LEN];
+    nexar_iovec v[2];
+    size_t nv = 0;
+    uint64_t plen = 0, adv = 0;
+    int rc = nx_ring_peek(&s->rx, hdr, v, &nv, &plen, &adv);
+    if (rc == 1) break;
+    if (rc == 0) rc = nx_shm_deliver_locked(ep, s->peer, hdr, v, nv, plen);
+    if (rc) { /* still busy: the peer's teardown must not read it again */
+      protocol(ep, s, "malformed record");
+      s->busy = 0;
+      return took;
+    }
+    nx_ring_pop(&s->rx, adv);
+    took = 1;
+  }
+  s->busy = 0;
+  return took;
+}
+
+void nx_shm_poll_locked(nx_ep *ep) {
+  for (nx_shm *s = atomic_load(&ep->shm_all); s; s = s->next) {
+    if (atomic_load(&s->dead)) continue;
+    drain(ep, s);
+    if (s->bl_head && !atomic_load(&s->dead)) flush_backlog(ep, s);
+  }
+}
+
+void nx_shm_peer_down_locked(nx_ep *ep, nx_peer *p) {
+  nx_shm *s = p->shm;
+  if (!s || atomic_load(&s->dead)) return;
+  drain(ep, s); /* what it published before it went counts, as on the lane */
+  atomic_store(&s->dead, 1);
+  while (s->bl_head) {
+    shm_bl *b = s->bl_head;
+    s->bl_head = b->next;
+    free(b);
+  }
+  s->bl_tail = NULL;
+  s->bl_bytes = 0;
+}
+
+int nx_shm_pending_locked(nx_ep *ep) {
+  for (nx_shm *s = atomic_load(&ep->shm_all); s; s = s->next) {
+    if (atomic_load(&s->dead) || s->peer->state != NX_PEER_UP) continue;
+    if (s->bl_head || atomic_load(&s->tx.ctl->head) != s->tx.pos) return 1;
+  }
+  return 0;
+}
+
+void *nx_shm_sleep_begin(nx_ep *ep, int *ready) {
+  nx_shm *first = atomic_load(&ep->shm_all);
+  *ready = 0;
+  for (nx_shm *s = first; s; s = s->next) {
+    atomic_fetch_add(&s->rx.ctl->waiters, 1);
+    if (!atomic_load(&s->dead) && nx_ring_ready(s->rx.ctl)) *ready = 1;
+  }
+  return first;
+}
+
+void nx_shm_sleep_end(void *token) {
+  for (nx_shm *s = token; s; s = s->next)
+    atomic_fetch_sub(&s->rx.ctl->waiters, 1);
+}
+
+void nx_shm_free(nx_ep *ep) {
+  for (nx_shm *s = atomic_load(&ep->shm_all), *n; s; s = n) {
+    n = s->next;
+    while (s->bl_head) {
+      shm_bl *b = s->bl_head;
+      s->bl_head = b->next;
+      free(b);
+    }
+    unmap(s->base);
+    s->peer->shm = NULL;
+    free(s);
+  }
+  atomic_store(&ep->shm_all, NULL);
+}
+
+int nx_shm_state_locked(const nx_peer *p) {
+  const nx_shm *s = p->shm;
+  if (!s || atomic_load(&s->dead)) return 0;
+  return s->p2p ? 3 : s->up ? 2 : 1;
+}
+
+int nx_shm_test_forge(nx_ep *ep, nx_peer *p, int how) {
+  nx_shm *s = p->shm;
+  if (!s || atomic_load(&s->dead)) return -1;
+  (void)ep;
+  uint8_t *d = s->tx.data;
+  uint64_t at = s->tx.pos & (s->tx.cap - 1);
+  if (how == 0) { /* a prefix whose words disagree */
+    memset(d + at, 0x5a, 8);
+    atomic_store(&s->tx.ctl->tail, s->tx.pos + 128);
+  } else { /* a well-formed record with a frame that lies about its length */
+    uint8_t hdr[NX_FRAME_HDR_LEN];
+    nx_frame f = {0};
+    f.kind = NX_KIND_P2P;
+    f.src = ep->rank;
+    f.length = 1000; /* carries 8 */
+    nx_frame_encode(&f, hdr);
+    uint8_t pay[8] = {0};
+    nexar_iovec v = {pay, 8};
+    return nx_ring_put(&s->tx, hdr, &v, 1, 8);
+  }
+  return 0;
+}

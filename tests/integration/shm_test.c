@@ -1,0 +1,154 @@
+/* Same-host shared-memory rings (runtime/shm.c), ranks as threads of one
+ * process (they prove the same host like processes do; the segment is
+ * mapped once per process).
+ *   shm_test WORLD FORGE
+ * Every rank waits until its rings to every peer are up, sends a mixed
+ * sequence of sizes around every threshold (the lane and ring limits, the
+ * eager/rendezvous switch, the ring size) with one tag to its right
+ * neighbour, non-blocking, and receives its left neighbour's in order
+ * (non-overtaking across ring, backlog and rendezvous); checks that
+ * point-to-point went by the ring; all_reduce at sizes around the
+ * collective ring limit. FORGE >= 0: rank 0 then writes a forged record
+ * into its ring to rank 1 (0: corrupt prefix, 1: a frame whose length
+ * lies), as a third process with the segment could; rank 1's pending
+ * receive from rank 0 must fail with PROTOCOL, and the record be counted. */
+#include <nexar/nexar.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "runtime/comm.h"
+
+static uint32_t W;
+static int FORGE;
+static nexar_client *g_c[16];
+static int g_fail;
+static pthread_barrier_t g_bar;
+
+#define FAIL(...)                                                                                  \
+  do {                                                                                             \
+    printf("FAIL rank %u: ", me);                                                                  \
+    printf(__VA_ARGS__);                                                                           \
+    printf(" (%s)\n", nexar_last_error());                                                         \
+    g_fail = 1;                                                                                    \
+    return NULL;                                                                                   \
+  } while (0)
+
+static const size_t SIZES[] = {0,        1,     8,      4095,   4096,   32767,  32768,
+                               32769,    65536, 262143, 262144, 262145, 300000, 1u << 20,
+                               2u << 20, 3000,  100000, 200000, 5,      250000};
+#define NS (sizeof SIZES / sizeof SIZES[0])
+#define ROUNDS 3
+
+static uint8_t pat(uint32_t from, size_t k, size_t i) {
+  return (uint8_t)(from * 31u + k * 7u + i);
+}
+
+static int state(nx_ep *ep, uint32_t peer) {
+  pthread_mutex_lock(&ep->mu);
+  int s = nx_shm_state_locked(ep->peers[peer]);
+  pthread_mutex_unlock(&ep->mu);
+  return s;
+}
+
+static void *rank_main(void *arg) {
+  uint32_t me = (uint32_t)(uintptr_t)arg;
+  nexar_client *c = g_c[me];
+  nx_ep *ep = c->ep;
+  uint32_t right = (me + 1) % W, left = (me + W - 1) % W;
+  for (uint32_t j = 0; j < W; j++) {
+    if (j == me) continue;
+    int ok = 0;
+    for (int t = 0; t < 500 && !ok; t++) {
+      ok = state(ep, j) >= 2;
+      if (!ok) usleep(10000);
+    }
+    if (!ok) FAIL("no shared-memory rings with rank %u after 5 s", j);
+  }
+  pthread_barrier_wait(&g_bar);
+  size_t n = NS * ROUNDS;
+  uint8_t **sb = calloc(n, sizeof *sb);
+  nexar_request **rq = calloc(n, sizeof *rq);
+  for (size_t k = 0; k < n; k++) {
+    size_t len = SIZES[k % NS];
+    sb[k] = malloc(len ? len : 1);
+    for (size_t i = 0; i < len; i++)
+      sb[k][i] = pat(me, k, i);
+    if (nexar_send_nb(c, sb[k], len, right, 7, &rq[k])) FAIL("send_nb %zu (%zu bytes)", k, len);
+  }
+  uint8_t *rb = malloc(2u << 20);
+  for (size_t k = 0; k < n; k++) {
+    size_t len = SIZES[k % NS];
+    memset(rb, 0xee, len ? len : 1);
+    int rc = nexar_recv(c, rb, len, left, 7);
+    if (rc) FAIL("recv %zu (%zu bytes): %s", k, len, nexar_strerror(rc));
+    for (size_t i = 0; i < len; i++)
+      if (rb[i] != pat(left, k, i))
+        FAIL("message %zu (%zu bytes) byte %zu: out of order or corrupt", k, len, i);
+  }
+  for (size_t k = 0; k < n; k++) {
+    if (nexar_wait(rq[k])) FAIL("send %zu", k);
+    free(sb[k]);
+  }
+  free(sb);
+  free(rq);
+  if (state(ep, right) != 3) FAIL("point-to-point to rank %u did not go by the ring", right);
+  static const size_t COUNTS[] = {1, 256, 8191, 8192, 8193, 100000};
+  int32_t *v = malloc(100000 * sizeof *v);
+  for (size_t k = 0; k < sizeof COUNTS / sizeof COUNTS[0]; k++) {
+    for (size_t i = 0; i < COUNTS[k]; i++)
+      v[i] = (int32_t)(me + i);
+    if (nexar_all_reduce(c, v, COUNTS[k], NEXAR_I32, NEXAR_SUM)) FAIL("all_reduce %zu", COUNTS[k]);
+    for (size_t i = 0; i < COUNTS[k]; i++)
+      if (v[i] != (int32_t)(W * (W - 1) / 2 + W * i))
+        FAIL("all_reduce %zu: element %zu", COUNTS[k], i);
+  }
+  free(v);
+  pthread_barrier_wait(&g_bar);
+  if (FORGE >= 0 && me == 0) {
+    pthread_mutex_lock(&ep->mu);
+    int rc = nx_shm_test_forge(ep, ep->peers[1], FORGE);
+    pthread_mutex_unlock(&ep->mu);
+    if (rc) FAIL("forge: %d", rc);
+  }
+  if (FORGE >= 0 && me == 1) {
+    uint64_t t0 = nx_now_ns();
+    int rc = nexar_recv(c, rb, 8, 0, 99);
+    if (rc != NEXAR_ERR_PROTOCOL) FAIL("receive behind a forged record: %s", nexar_strerror(rc));
+    pthread_mutex_lock(&ep->mu);
+    uint64_t dropped = ep->shm_dropped;
+    pthread_mutex_unlock(&ep->mu);
+    if (dropped < 1) FAIL("forged record not counted");
+    printf("rank 1: forged record dropped in %.1f ms, counted (%llu): %s\n",
+           (double)(nx_now_ns() - t0) / 1e6, (unsigned long long)dropped, nexar_last_error());
+  }
+  free(rb);
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  W = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 3;
+  FORGE = argc > 2 ? (int)strtol(argv[2], NULL, 10) : -1;
+  if (W < 2 || W > 16 || (FORGE >= 0 && W < 2)) return 2;
+  nexar_config cfg;
+  nexar_config_default(&cfg);
+  cfg.collective_timeout_ms = 20000;
+  if (nexar_bootstrap_local(g_c, W, &cfg)) {
+    printf("FAIL bootstrap: %s\n", nexar_last_error());
+    return 1;
+  }
+  pthread_barrier_init(&g_bar, NULL, W);
+  pthread_t t[16];
+  for (uint32_t r = 0; r < W; r++)
+    pthread_create(&t[r], NULL, rank_main, (void *)(uintptr_t)r);
+  for (uint32_t r = 0; r < W; r++)
+    pthread_join(t[r], NULL);
+  for (uint32_t r = 0; r < W; r++)
+    nexar_client_del(g_c[r]);
+  printf("%s: shm world %u forge %d\n", g_fail ? "FAIL" : "ok", W, FORGE);
+  return g_fail;
+}
