@@ -194,6 +194,7 @@ struct nx_peer {
   socklen_t lane_addrlen;
   int lane_known;          /* its hello gave the lane address: its datagrams are accepted */
   int lane_ok;             /* it answered our ping: small collective frames go by the lane */
+  int lane_owed;           /* ping (1) / pong (2) bits the lane could not take yet: retried */
   pid_t shm_pid;           /* its process id, when on this host */
   nx_shm *shm;             /* shared-memory rings with it (shm.c), NULL if none */
   nx_bulk *bulk;           /* TCP bulk stream (another host), set while dialing */
@@ -257,6 +258,7 @@ struct nx_ep {
   int lane_fd;            /* same-host lane socket (lane.c), -1 if none */
   struct nx_lane_rx *lane_rx;
   int lane_live;             /* a same-host peer's hello arrived: the lane is read */
+  int lane_owed;             /* some peer's lane_owed is set (lane.c retries them) */
   _Atomic(nx_shm *) shm_all; /* every shared-memory segment (shm.c), push-front only */
   uint64_t shm_dropped;      /* segments refused and malformed ring records */
   /* inter-host bulk path (bulk.c) */

@@ -121,14 +121,39 @@ int nx_lane_send_ctl_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, int fd) {
   return send_dgram_fd(ep, p, f, NULL, 0, fd);
 }
 
+/* A ping or pong the peer's queue could not take (many ranks pinging at
+ * start-up fill it) is owed and retried by the progress passes: without it
+ * the pair would never bring its lane, nor its rings, up. Other errors (no
+ * such socket: the peer is in another network namespace) are final. */
 static void ping(nx_ep *ep, nx_peer *p, int kind) {
   nx_frame f = {0};
   f.kind = NX_KIND_LANE;
   f.src = ep->rank;
   f.status = kind;
-  if (send_dgram(ep, p, &f, NULL, 0))
-    NX_DEBUG("lane %s to rank %u: %s", kind == LANE_PING ? "ping" : "pong", p->rank,
-             strerror(errno));
+  int bit = kind == LANE_PING ? 1 : 2;
+  if (send_dgram(ep, p, &f, NULL, 0) == 0) {
+    p->lane_owed &= ~bit;
+    return;
+  }
+  NX_DEBUG("lane %s to rank %u: %s", kind == LANE_PING ? "ping" : "pong", p->rank,
+           strerror(errno));
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS || errno == EINTR) {
+    p->lane_owed |= bit;
+    ep->lane_owed = 1;
+  }
+}
+
+static void retry_owed(nx_ep *ep) {
+  ep->lane_owed = 0;
+  for (uint32_t j = 0; j < ep->world; j++) {
+    nx_peer *p = ep->peers[j];
+    if (!p || !p->lane_owed || p->state == NX_PEER_DEAD) continue;
+    int owed = p->lane_owed;
+    if (owed & 2) ping(ep, p, LANE_PONG);
+    if ((owed & 1) && !p->lane_ok) ping(ep, p, LANE_PING);
+    if (p->lane_ok) p->lane_owed &= ~1;
+    if (p->lane_owed) ep->lane_owed = 1;
+  }
 }
 
 void nx_lane_hello_locked(nx_ep *ep, nx_peer *p, const uint8_t cookie[16]) {
@@ -249,6 +274,7 @@ void nx_lane_recv_locked(nx_ep *ep) {
   /* no same-host peer (yet): no recvmmsg per progress pass; a busy rx means
    * its buffers are in use up the stack */
   if (ep->lane_fd < 0 || !ep->lane_live || rx->busy) return;
+  if (ep->lane_owed) retry_owed(ep);
   rx->busy = 1;
   lane_drain(ep, rx);
   rx->busy = 0;
