@@ -750,6 +750,14 @@ typedef struct nexar_peer_stats {
   int neighbor;
   /** Bytes this rank forwarded to the peer (a neighbour) for other ranks. */
   uint64_t relayed_bytes;
+  /** Same-host shared-memory rings with the peer: 0 none, 1 being set up,
+   *  2 up (collective frames use them), 3 point-to-point goes by them too. */
+  int shm;
+  /** Payload bytes that went by the rings (included in bytes_sent/received). */
+  uint64_t shm_bytes_sent, shm_bytes_received;
+  /** Ring records or segment offers from the peer that were malformed and
+   *  refused (the peer is then dropped with NEXAR_ERR_PROTOCOL). */
+  uint64_t shm_dropped;
 } nexar_peer_stats;
 /** Fills out (out_size bytes of it) with the counters for peer. Use the macro. */
 NEXAR_EXTERN int nexar_peer_stats_get_sized(nexar_client *c, uint32_t peer, nexar_peer_stats *out,

@@ -445,6 +445,7 @@ int nexar_peer_stats_get_sized(nexar_client *c, uint32_t peer, nexar_peer_stats 
   st = p->st;
   st.bulk_stream = p->bulk_up ? (c->ep->cfg.encrypt_bulk ? 2 : 1) : 0;
   st.neighbor = p->rank != c->ep->rank && !p->relayed && p->state == NX_PEER_UP;
+  st.shm = nx_shm_state_locked(p);
   pthread_mutex_unlock(&c->ep->mu);
   memcpy(out, &st, NX_MIN(out_size, sizeof st));
   return 0;

@@ -135,8 +135,7 @@ static void ping(nx_ep *ep, nx_peer *p, int kind) {
     p->lane_owed &= ~bit;
     return;
   }
-  NX_DEBUG("lane %s to rank %u: %s", kind == LANE_PING ? "ping" : "pong", p->rank,
-           strerror(errno));
+  NX_DEBUG("lane %s to rank %u: %s", kind == LANE_PING ? "ping" : "pong", p->rank, strerror(errno));
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS || errno == EINTR) {
     p->lane_owed |= bit;
     ep->lane_owed = 1;

@@ -206,6 +206,7 @@ void nx_shm_on_seg_locked(nx_ep *ep, nx_peer *p, int fd) {
       (seals & need) != need) {
     NX_WARN("shm from rank %u: segment refused (size or seals)", p->rank);
     ep->shm_dropped++;
+    p->st.shm_dropped++;
     goto out;
   }
   if (!(base = map_fd(fd))) goto out;
@@ -214,6 +215,7 @@ void nx_shm_on_seg_locked(nx_ep *ep, nx_peer *p, int fd) {
   if (h.magic != SHM_MAGIC || h.cap != NX_SHM_RING || h.lower != p->rank || h.higher != ep->rank) {
     NX_WARN("shm from rank %u: segment refused (header)", p->rank);
     ep->shm_dropped++;
+    p->st.shm_dropped++;
     unmap(base);
     goto out;
   }
@@ -254,6 +256,7 @@ static void protocol(nx_ep *ep, nx_shm *s, const char *what) {
   char why[128];
   snprintf(why, sizeof why, "shared-memory ring: %s", what);
   ep->shm_dropped++;
+  s->peer->st.shm_dropped++;
   nx_peer_dead_locked(ep, s->peer, NEXAR_ERR_PROTOCOL, why);
 }
 
@@ -367,6 +370,7 @@ int nx_shm_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iov
   }
   p->st.messages_sent++;
   p->st.bytes_sent += len;
+  p->st.shm_bytes_sent += len;
   if (req) nx_req_complete(req, 0, NULL); /* copied */
   return 1;
 }
@@ -397,6 +401,7 @@ int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_
   if (!rndv) {
     p->st.messages_received++;
     p->st.bytes_received += f.length;
+    p->st.shm_bytes_received += f.length;
   }
   p->last_heard_ns = nx_now_ns();
   if (nx_deliver_complete(ep, p, &f, v, nv))

@@ -281,3 +281,10 @@ foreach(args "2;1" "3;0" "9;-1")
   add_test(NAME integration.shm.world${w} COMMAND shm_test ${w} ${forge})
   set_tests_properties(integration.shm.world${w} PROPERTIES TIMEOUT 120 LABELS "integration")
 endforeach()
+# The rings between processes: order and collectives (4 ranks), a writer
+# SIGKILLed mid-write (PEER_LOST in bound), a third process forging records
+# into a live segment (PROTOCOL, counted; integration/shm_proc_test.sh).
+add_test(NAME integration.shm.procs
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/shm_proc_test.sh
+                 $<TARGET_FILE:nexar-seed> $<TARGET_FILE:shm_worker> $<TARGET_FILE:shm_forger>)
+set_tests_properties(integration.shm.procs PROPERTIES TIMEOUT 120 LABELS "integration")

@@ -1,0 +1,71 @@
+/*
+ * A third process that writes garbage into the shared-memory segments of a
+ * libnexar rank (shm_proc_test.sh): what a process of the same user, or root,
+ * could do to the rings.
+ *
+ *   shm_forger PID MS
+ *
+ * Finds PID's mappings of "/memfd:nexar-shm" (/proc/PID/maps), opens each
+ * through /proc/PID/map_files (root only) and, for MS milliseconds, keeps
+ * filling both rings' data with 0x5a and claiming a published record there
+ * (tail = head + 4096): every reader must find a malformed record. Layout as
+ * in runtime/shm.c: control blocks at 1024 and 2048 (tail, then head one cache
+ * line on), data from 4096, two rings of equal size. Exit 0 having forged at
+ * least one segment, 77 if none could be opened (not root: skip).
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 3) return 64;
+  char path[128];
+  snprintf(path, sizeof path, "/proc/%s/maps", argv[1]);
+  FILE *f = fopen(path, "r");
+  if (!f) return 77;
+  char line[512];
+  uint8_t *seg[64];
+  size_t len[64], n = 0;
+  while (n < 64 && fgets(line, sizeof line, f)) {
+    if (!strstr(line, "/memfd:nexar-shm")) continue;
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx", &lo, &hi) != 2) continue;
+    snprintf(path, sizeof path, "/proc/%s/map_files/%lx-%lx", argv[1], lo, hi);
+    int fd = open(path, O_RDWR);
+    if (fd < 0) continue;
+    void *m = mmap(NULL, hi - lo, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) continue;
+    seg[n] = m, len[n++] = hi - lo;
+  }
+  fclose(f);
+  if (!n) {
+    printf("shm_forger: no segment of pid %s could be opened\n", argv[1]);
+    return 77;
+  }
+  double t0 = now_ms(), ms = atof(argv[2]);
+  while (now_ms() - t0 < ms) {
+    for (size_t i = 0; i < n; i++) {
+      size_t ring = (len[i] - 4096) / 2;
+      for (int r = 0; r < 2; r++) {
+        volatile uint64_t *ctl = (volatile uint64_t *)(seg[i] + 1024 + 1024 * r);
+        memset(seg[i] + 4096 + ring * r, 0x5a, ring);
+        ctl[0] = ctl[8] + 4096; /* tail: a record published where the reader is */
+      }
+    }
+    usleep(1000);
+  }
+  printf("shm_forger: forged %zu segment(s) of pid %s\n", n, argv[1]);
+  return 0;
+}

@@ -1,0 +1,230 @@
+/*
+ * One rank of the process tests of the shared-memory rings (shm_proc_test.sh).
+ *
+ *   shm_worker order|kill|forge
+ *
+ * Every mode joins with nexar_init_from_env, waits (5 s at most) until its
+ * rings to every peer are up (nexar_peer_stats.shm >= 2) and prints
+ *
+ *   rank R: ready pid P
+ *
+ * order: a mixed sequence of sizes around every threshold to the right
+ *   neighbour (non-blocking, one tag) and the left one's received in order and
+ *   checked; point-to-point must have gone by the ring (shm 3, shm bytes
+ *   counted); then all_reduce, broadcast, all_gather, reduce_scatter and
+ *   all_to_all around the ring's collective limit, checked exactly. Exit 0.
+ * kill: rank 1 sends numbered messages of varying sizes to rank 0 as fast
+ *   as it can until it is SIGKILLed (by the script, while it writes); rank 0
+ *   receives and checks them until a receive fails and prints
+ *     rank 0: recv #K failed with CODE at U
+ *   (U: CLOCK_REALTIME ms). Exit 0 if CODE is PEER_LOST, 3 otherwise, 4 if a
+ *   message before was wrong.
+ * forge: ranks 0 and 1 ping-pong until a call fails (a third process writes
+ *   garbage into their segment), then print
+ *     rank R: failed with CODE shm_dropped=N
+ *   Exit 0 (the script judges), 4 if a message was wrong, 2 if nothing failed
+ *   within 20 s.
+ */
+#include <nexar/nexar.h>
+
+#include "codes.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static uint8_t pat(uint32_t from, size_t k, size_t i) {
+  return (uint8_t)(from * 31u + k * 7u + i);
+}
+
+static const size_t SIZES[] = {0,        1,     8,      4095,   4096,   32767,  32768,
+                               32769,    65536, 262143, 262144, 262145, 300000, 1u << 20,
+                               2u << 20, 3000,  100000, 200000, 5,      250000};
+#define NS (sizeof SIZES / sizeof SIZES[0])
+
+#define DIE(code, ...)                                                                             \
+  do {                                                                                             \
+    printf("rank %u: FAIL ", me);                                                                  \
+    printf(__VA_ARGS__);                                                                           \
+    printf(" (%s)\n", nexar_last_error());                                                         \
+    fflush(stdout);                                                                                \
+    exit(code);                                                                                    \
+  } while (0)
+
+static uint32_t me, W;
+
+static nexar_peer_stats stats(nexar_client *c, uint32_t peer) {
+  nexar_peer_stats st;
+  memset(&st, 0, sizeof st);
+  nexar_peer_stats_get(c, peer, &st);
+  return st;
+}
+
+static void check_f32(const float *v, size_t n, float (*want)(size_t), const char *what) {
+  for (size_t i = 0; i < n; i++)
+    if (v[i] != want(i)) DIE(4, "%s: element %zu of %zu is %g, not %g", what, i, n, v[i], want(i));
+}
+
+static float w_allreduce(size_t i) {
+  return (float)(W * (W - 1) / 2 + W * (i % 1000));
+}
+static float w_bcast(size_t i) {
+  return (float)(1000 + i % 977);
+}
+
+static void order(nexar_client *c) {
+  uint32_t right = (me + 1) % W, left = (me + W - 1) % W;
+  size_t n = NS * 2;
+  uint8_t **sb = calloc(n, sizeof *sb);
+  nexar_request **rq = calloc(n, sizeof *rq);
+  uint8_t *rb = malloc(2u << 20);
+  for (size_t k = 0; k < n; k++) {
+    size_t len = SIZES[k % NS];
+    sb[k] = malloc(len ? len : 1);
+    for (size_t i = 0; i < len; i++)
+      sb[k][i] = pat(me, k, i);
+    if (nexar_send_nb(c, sb[k], len, right, 7, &rq[k])) DIE(3, "send_nb %zu", k);
+  }
+  for (size_t k = 0; k < n; k++) {
+    size_t len = SIZES[k % NS];
+    int rc = nexar_recv(c, rb, len, left, 7);
+    if (rc) DIE(3, "recv %zu (%zu bytes): %s", k, len, nexar_strerror(rc));
+    for (size_t i = 0; i < len; i++)
+      if (rb[i] != pat(left, k, i)) DIE(4, "message %zu (%zu bytes) byte %zu wrong", k, len, i);
+  }
+  for (size_t k = 0; k < n; k++) {
+    if (nexar_wait(rq[k])) DIE(3, "send %zu", k);
+    free(sb[k]);
+  }
+  nexar_peer_stats st = stats(c, right);
+  if (st.shm != 3 || st.shm_bytes_sent == 0)
+    DIE(4, "point-to-point to rank %u did not go by the ring (shm %d, %llu bytes)", right, st.shm,
+        (unsigned long long)st.shm_bytes_sent);
+  static const size_t COUNTS[] = {1, 255, 8191, 8192, 8193, 40000, 300000};
+  size_t maxc = 300000 * W;
+  float *a = malloc(maxc * sizeof *a), *b = malloc(maxc * sizeof *b);
+  for (size_t q = 0; q < sizeof COUNTS / sizeof *COUNTS; q++) {
+    size_t cnt = COUNTS[q];
+    for (size_t i = 0; i < cnt; i++)
+      a[i] = (float)(me + i % 1000);
+    if (nexar_all_reduce(c, a, cnt, NEXAR_F32, NEXAR_SUM)) DIE(3, "all_reduce %zu", cnt);
+    check_f32(a, cnt, w_allreduce, "all_reduce");
+    uint32_t root = (uint32_t)(q % W);
+    for (size_t i = 0; i < cnt; i++)
+      a[i] = me == root ? w_bcast(i) : -1.0f;
+    if (nexar_broadcast(c, a, cnt, NEXAR_F32, root)) DIE(3, "broadcast %zu", cnt);
+    check_f32(a, cnt, w_bcast, "broadcast");
+    for (size_t i = 0; i < cnt; i++)
+      a[i] = (float)(me * 100000 + i % 99991);
+    if (nexar_all_gather(c, a, b, cnt, NEXAR_F32)) DIE(3, "all_gather %zu", cnt);
+    for (uint32_t r = 0; r < W; r++)
+      for (size_t i = 0; i < cnt; i++)
+        if (b[r * cnt + i] != (float)(r * 100000 + i % 99991)) DIE(4, "all_gather %zu", cnt);
+    for (size_t i = 0; i < cnt * W; i++)
+      a[i] = (float)(me + i % 1000);
+    if (nexar_reduce_scatter(c, a, b, cnt, NEXAR_F32, NEXAR_SUM)) DIE(3, "reduce_scatter %zu", cnt);
+    for (size_t i = 0; i < cnt; i++)
+      if (b[i] != (float)(W * (W - 1) / 2 + W * ((me * cnt + i) % 1000)))
+        DIE(4, "reduce_scatter %zu element %zu", cnt, i);
+    for (uint32_t r = 0; r < W; r++)
+      for (size_t i = 0; i < cnt; i++)
+        a[r * cnt + i] = (float)(me * 1000 + r * 10 + i % 7);
+    if (nexar_all_to_all(c, a, b, cnt, NEXAR_F32)) DIE(3, "all_to_all %zu", cnt);
+    for (uint32_t r = 0; r < W; r++)
+      for (size_t i = 0; i < cnt; i++)
+        if (b[r * cnt + i] != (float)(r * 1000 + me * 10 + i % 7)) DIE(4, "all_to_all %zu", cnt);
+  }
+  if (nexar_barrier(c)) DIE(3, "last barrier");
+  printf("rank %u: ok, %llu bytes to rank %u by the ring\n", me,
+         (unsigned long long)stats(c, right).shm_bytes_sent, right);
+}
+
+static void kill_mode(nexar_client *c) {
+  uint8_t *b = malloc(300000);
+  if (me == 1) {
+    for (size_t k = 0;; k++) {
+      size_t len = SIZES[k % NS] % 300001;
+      for (size_t i = 0; i < len; i++)
+        b[i] = pat(1, k, i);
+      if (nexar_send(c, b, len, 0, 5)) DIE(3, "send %zu", k);
+    }
+  }
+  if (me != 0) {
+    for (;;)
+      pause();
+  }
+  for (size_t k = 0;; k++) {
+    size_t len = SIZES[k % NS] % 300001;
+    int rc = nexar_recv(c, b, len, 1, 5);
+    if (rc) {
+      printf("rank 0: recv #%zu failed with %s at %lld: %s\n", k, code_name(rc), unix_ms(),
+             nexar_last_error());
+      fflush(stdout);
+      exit(rc == NEXAR_ERR_PEER_LOST ? 0 : 3);
+    }
+    for (size_t i = 0; i < len; i++)
+      if (b[i] != pat(1, k, i)) DIE(4, "message %zu (%zu bytes) byte %zu wrong", k, len, i);
+  }
+}
+
+static void forge_mode(nexar_client *c) {
+  uint8_t b[4096];
+  uint32_t peer = me ^ 1u;
+  double t0 = mono_ms();
+  for (size_t k = 0; mono_ms() - t0 < 20000; k++) {
+    size_t len = 1 + k % sizeof b;
+    int rc;
+    if (me == 0) {
+      memset(b, (int)(k & 0xff), len);
+      rc = nexar_send(c, b, len, peer, 9);
+      if (!rc) rc = nexar_recv(c, b, len, peer, 9);
+    } else {
+      rc = nexar_recv(c, b, len, peer, 9);
+      for (size_t i = 0; !rc && i < len; i++)
+        if (b[i] != (uint8_t)(k & 0xff)) DIE(4, "message %zu byte %zu wrong", k, i);
+      if (!rc) rc = nexar_send(c, b, len, peer, 9);
+    }
+    if (rc) {
+      printf("rank %u: failed with %s shm_dropped=%llu: %s\n", me, code_name(rc),
+             (unsigned long long)stats(c, peer).shm_dropped, nexar_last_error());
+      fflush(stdout);
+      exit(0);
+    }
+  }
+  DIE(2, "nothing failed in 20 s");
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) return 64;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  nexar_client *c;
+  int rc = nexar_init_from_env(&c);
+  if (rc) {
+    printf("shm_worker: init_from_env: %s (%s)\n", nexar_strerror(rc), nexar_last_error());
+    return 1;
+  }
+  me = nexar_rank(c);
+  W = nexar_world_size(c);
+  for (uint32_t j = 0; j < W; j++) {
+    int ok = j == me;
+    for (int t = 0; t < 500 && !ok; t++) {
+      ok = stats(c, j).shm >= 2;
+      if (!ok) usleep(10000);
+    }
+    if (!ok) DIE(5, "no shared-memory rings with rank %u after 5 s", j);
+  }
+  if (nexar_barrier(c)) DIE(3, "first barrier");
+  printf("rank %u: ready pid %d\n", me, (int)getpid());
+  if (!strcmp(argv[1], "order"))
+    order(c);
+  else if (!strcmp(argv[1], "kill"))
+    kill_mode(c);
+  else if (!strcmp(argv[1], "forge"))
+    forge_mode(c);
+  else
+    return 64;
+  nexar_client_del(c);
+  return 0;
+}
