@@ -333,6 +333,15 @@ uint16_t nx_ep_port(const nx_ep *ep);
 void nx_ep_wake(nx_ep *ep); /* under ep->mu */
 /* How long a waiter polls before it sleeps (see engine.c). */
 #define NX_SPIN_NS 20000ull
+/* Spinning waiters with shared-memory rings: ring-only passes per full one. */
+#define NX_LIGHT_PASSES 32
+static inline void nx_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 /* More ranks than CPUs: poll this long, yielding the CPU between looks. */
 #define NX_YIELD_NS 300000ull
 uint64_t nx_ep_spin_ns(nx_ep *ep, int *yield);

@@ -146,8 +146,30 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
   int first = 1;
   int yield;
   uint64_t spin_until = nx_now_ns() + nx_ep_spin_ns(ep, &yield);
+  int light = 0; /* light passes since the last full one */
   while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
     uint64_t next = UINT64_MAX;
+    /* With shared-memory rings up, a reply from this host comes by a ring:
+     * while spinning, most passes only look at the rings (memory reads, no
+     * system call) and every NX_LIGHT_PASSES-th is a full one (sockets,
+     * timers, deadlines), so traffic on the lane and QUIC waits a few
+     * microseconds at most. */
+    if (light < NX_LIGHT_PASSES && atomic_load_explicit(&ep->shm_all, memory_order_relaxed) &&
+        nx_now_ns() < spin_until) {
+      light++;
+      if (pthread_mutex_trylock(&ep->mu) == 0) {
+        nx_shm_poll_locked(ep);
+        pthread_mutex_unlock(&ep->mu);
+      }
+      if (nx_ep_run_deferred(ep)) spin_until = nx_now_ns() + nx_ep_spin_ns(ep, &yield);
+      if (atomic_load_explicit(&r->done, memory_order_acquire)) break;
+      if (yield)
+        sched_yield();
+      else
+        nx_cpu_relax();
+      continue;
+    }
+    light = 0;
     if (first) {
       /* epoll says at once whether something arrived: a progress pass now
        * would mostly cost an empty recvmmsg; timers due soon are honoured */
