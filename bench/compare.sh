@@ -22,7 +22,8 @@
 # Knobs (environment, defaults in brackets; --quick changes the marked ones):
 #   NPS ["2 4 8"]             world sizes
 #   REPS [3; quick 2]         repetitions (the tables show medians)
-#   COLLS ["allreduce barrier broadcast allgather pingpong"; quick "allreduce barrier"]
+#   COLLS ["allreduce barrier broadcast allgather reduce_scatter alltoall pingpong";
+#         quick "allreduce barrier"]
 #   MAXSZ [64M]               largest size (harness: 8, 16, then powers of 4)
 #   BUDGET [0.1; quick 0.03]  seconds of timed loop per size (harness -t)
 #   PEERS ["ompi-tcp gloo"]   add ompi-default and/or mpich for more columns
@@ -39,14 +40,15 @@ for a in "$@"; do
     --quick) QUICK=1 ;;
     --install) INSTALL=1 ;;
     --keep) KEEP=1 ;;
-    -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,35p' "$0"; exit 0 ;;
     *) echo "compare.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
 if ((QUICK)); then
   : "${REPS:=2}" "${COLLS:=allreduce barrier}" "${BUDGET:=0.03}" "${RUN_TIMEOUT:=120}"
 fi
-: "${NPS:=2 4 8}" "${REPS:=3}" "${COLLS:=allreduce barrier broadcast allgather pingpong}"
+: "${NPS:=2 4 8}" "${REPS:=3}"
+: "${COLLS:=allreduce barrier broadcast allgather reduce_scatter alltoall pingpong}"
 : "${MAXSZ:=64M}" "${BUDGET:=0.1}" "${PEERS:=ompi-tcp gloo}" "${MEM_SIZE=256M}"
 : "${RUN_TIMEOUT:=300}" "${NEXAR_BUILD:=$ROOT/build-bench}"
 : "${SHARED_BENCH:=$ROOT/../shared/bench}" "${OUT:=$ROOT/bench/results}"
@@ -104,8 +106,13 @@ for p in $PEERS; do
   esac
 done
 
-CSV=$OUT/compare.csv MEM=$OUT/memory.csv FAIL=$OUT/failures.txt
-rm -f "$CSV" "$MEM" "$FAIL"
+CSV=$OUT/compare.csv MEM=$OUT/memory.csv FAIL=$OUT/failures.txt MCP=$OUT/memcpy.csv
+rm -f "$CSV" "$MEM" "$FAIL" "$MCP"
+# the physical limit the large sizes are judged against, measured in this run
+if make -s -C "$H" build/memcpy_bw >"$LOGS/build-memcpy.log" 2>&1; then
+  say "memcpy bandwidth (one thread)"
+  "$H/build/memcpy_bw" 0.6 >"$MCP" || rm -f "$MCP"
+fi
 ROOTARG=()
 [[ $(id -u) == 0 ]] && ROOTARG=(--allow-run-as-root)
 
@@ -204,6 +211,22 @@ fi
 } >"$OUT/env.txt"
 say "summarizing"
 python3 "$ROOT/bench/plot.py" "$CSV" --memory "$MEM" --env "$OUT/env.txt" --out "$OUT" || exit 1
+# allreduce bus bandwidth at the largest size against the memcpy limit
+if [[ -s $MCP ]]; then
+  lim=$(awk -F, '$2 == 67108864 { print $3 }' "$MCP")
+  {
+    echo
+    echo "## Physical limit (this run)"
+    echo
+    echo "One-thread memcpy: $(awk -F, '{ printf "%s%s B %s GB/s", (NR > 1 ? ", " : ""), $2, $3 }' "$MCP")."
+    echo
+    echo "| n | nexar allreduce busbw at the largest size (GB/s) | memcpy 64 MiB (GB/s) | memcpy / nexar |"
+    echo "|---|---|---|---|"
+    awk -F, -v lim="$lim" '$1 == "nexar/quic" && $3 == "allreduce" { if ($4 + 0 > big[$2] + 0) { big[$2] = $4; bw[$2] = $7 } }
+      END { for (n in bw) if (bw[n] > 0) printf "| %s | %.3f | %s | %.2f |\n", n, bw[n], lim, lim / bw[n] }' \
+      "$OUT/medians.csv" | sort -t'|' -k2 -n
+  } >>"$OUT/ratio.md"
+fi
 say "done: $OUT/ratio.md $OUT/ratio.png"
 ((KEEP)) && echo "scratch kept: $H (logs in $LOGS)"
 [[ -s $FAIL ]] && { echo "some runs failed:"; cat "$FAIL"; }

@@ -49,6 +49,7 @@ typedef struct nx_job {
    * for the library's own host calls: host_only) */
   const nexar_device_adapter *ad;
   int host_only;
+  int no_seg; /* the segment's own set-up (segcoll.c): the message path, no attempt */
 } nx_job;
 
 /* Scratch memory owned by the job, freed only after nx_coll_end (so a
@@ -177,4 +178,19 @@ int nx_all_gather_host(nexar_client *c, const void *send, void *recv, size_t cou
 /* Builds the whole schedule of a started (or simulated) job: the mismatch
  * token or synchronisation of coll_api.c around the algorithm. */
 int nx_job_build(nx_job *j);
+/* A blocking collective call of job j from inside the library (validated,
+ * ordered and waited for like a public one). */
+int nx_coll_call(nx_job *j);
+
+/* segcoll.c: small blocking collectives through the communicator's shared-
+ * memory segment. prepare: at every blocking collective call, before it
+ * begins (attempts the set-up at fixed points of the order; never fails the
+ * call). eligible: the begun job j takes the segment. run: runs it (the
+ * caller ends the collective with the result). mark: j took the message path
+ * (ranks waiting in the segment for it see the mismatch). */
+int nx_segcoll_prepare(nexar_client *c);
+int nx_segcoll_eligible(const nx_job *j);
+int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig);
+void nx_segcoll_mark(nx_job *j);
+
 #endif

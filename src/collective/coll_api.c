@@ -318,6 +318,7 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
   if (nb && req) *req = NULL;
   if (j->kind == NX_COLL_SPLIT && j->out) *j->out = NULL;
   if (!j->c) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: client is NULL", name);
+  if (!nb && !j->no_seg && !atomic_load(&j->c->aborted)) nx_segcoll_prepare(j->c);
   j->ad = j->host_only ? NULL : j->c->cfg.adapter;
   int vrc = validate(j, nexar_rank(j->c), nexar_world_size(j->c));
   if (!vrc && nb && !req) vrc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: req is NULL", name);
@@ -362,6 +363,16 @@ static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, i
     nx_set_error_text(why);
     return vrc;
   }
+  if (!nb && !j->no_seg && nx_segcoll_eligible(at)) {
+    rc = nx_segcoll_run(at, &sig);
+    rc = nx_run_end_now(at, rc);
+    char why[512] = "";
+    if (rc) snprintf(why, sizeof why, "%s", nexar_last_error());
+    nx_run_discard(run);
+    if (rc) nx_set_error_text(why);
+    return rc;
+  }
+  nx_segcoll_mark(at);
   nexar_request *r = nx_run_start(run);
   if (nb) {
     *req = r;
@@ -370,6 +381,10 @@ static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, i
   rc = nx_req_wait(r);
   nx_req_free(r);
   return rc;
+}
+
+int nx_coll_call(nx_job *j) {
+  return coll_call(j, 0, NULL);
 }
 
 /* ------------------------------------------------------ public functions */

@@ -95,6 +95,7 @@ typedef struct nx_knobs {
   int dump_on_timeout;     /* NEXAR_DUMP_ON_TIMEOUT: bool, 0 */
   int lane;                /* NEXAR_LANE: bool, 1 (0: no same-host datagram lane) */
   int shm;                 /* NEXAR_SHM: bool, 1 (0: no same-host shared-memory rings) */
+  int shm_coll; /* NEXAR_SHM_COLL: bool, 1 (0: small collectives never use a segment) */
   uint32_t yield_us;       /* NEXAR_YIELD_US: 0..1000000 or auto */
   uint32_t spin_us;        /* NEXAR_SPIN_US: 0..1000000 or auto */
   const char *quic_cc;     /* NEXAR_QUIC_CC: "bbr2" (default), "bbr", "cubic", "reno" */

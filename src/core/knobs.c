@@ -45,6 +45,7 @@ static const nx_knob_name nx_impl_names[] = {
   X(dump_on_timeout, "NEXAR_DUMP_ON_TIMEOUT", NX_KB_BOOL, 0, 0, 1, NULL)                           \
   X(lane, "NEXAR_LANE", NX_KB_BOOL, 1, 0, 1, NULL)                                                 \
   X(shm, "NEXAR_SHM", NX_KB_BOOL, 1, 0, 1, NULL)                                                   \
+  X(shm_coll, "NEXAR_SHM_COLL", NX_KB_BOOL, 1, 0, 1, NULL)                                         \
   X(yield_us, "NEXAR_YIELD_US", NX_KB_U32, NX_KNOB_AUTO, 0, NX_US_MAX, NULL)                       \
   X(spin_us, "NEXAR_SPIN_US", NX_KB_U32, NX_KNOB_AUTO, 0, NX_US_MAX, NULL)                         \
   X(quic_cc, "NEXAR_QUIC_CC", NX_KB_NAME, 0, 0, 0, nx_cc_names)                                    \

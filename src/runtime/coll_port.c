@@ -6,6 +6,7 @@
 
 #include "runtime/coll_port.h"
 #include "runtime/comm.h"
+#include "runtime/cseg.h"
 #include "runtime/request.h"
 
 struct nx_active_coll {
@@ -51,8 +52,8 @@ static const char *op_name(uint8_t op) {
   return op < sizeof names / sizeof *names ? names[op] : "?";
 }
 
-static void describe(char *buf, size_t cap, uint8_t op, uint8_t dt, uint8_t redop, uint32_t root,
-                     uint64_t count) {
+void nx_coll_describe(char *buf, size_t cap, uint8_t op, uint8_t dt, uint8_t redop, uint32_t root,
+                      uint64_t count) {
   if (op == NX_COLL_ALL_GATHER_V || op == NX_COLL_REDUCE_SCATTER_V)
     snprintf(buf, cap, "%s(counts hash=%llx, dtype=%s, op=%s)", op_name(op),
              (unsigned long long)count, nexar_dtype_name((nexar_dtype)dt),
@@ -93,8 +94,9 @@ int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f) {
   if (a) {
     if (sig_equal(f, &a->sig)) return 0;
     char mine[96], theirs[96], why[240];
-    describe(mine, sizeof mine, a->sig.op, a->sig.dtype, a->sig.redop, a->sig.root, a->sig.count);
-    describe(theirs, sizeof theirs, f->coll_op, f->dtype, f->redop, f->root, f->count);
+    nx_coll_describe(mine, sizeof mine, a->sig.op, a->sig.dtype, a->sig.redop, a->sig.root,
+                     a->sig.count);
+    nx_coll_describe(theirs, sizeof theirs, f->coll_op, f->dtype, f->redop, f->root, f->count);
     uint32_t peer = nx_comm_rank_of(c, f->src);
     snprintf(why, sizeof why, "collective #%llu on comm %llu: rank %u called %s, rank %u called %s",
              (unsigned long long)a->seq, (unsigned long long)c->id, c->rank, mine, peer, theirs);
@@ -179,6 +181,7 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   if (c->ndead) {
     rc = nx_fail(NEXAR_ERR_PEER_LOST, "%s #%llu on comm %llu: rank %u is dead", op_name(sig->op),
                  (unsigned long long)c->next_seq, (unsigned long long)c->id, c->dead[0]);
+    if (c->cseg) nx_cseg_enter(c->cseg, c->next_seq);
     c->next_seq++;
     nx_comm_lost_locked(c, nexar_last_error());
     pthread_mutex_unlock(&ep->mu);
@@ -187,7 +190,8 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   }
   k->c = c;
   k->ac.seq = c->next_seq++;
-  int vcount = sig->op >= NX_COLL_ALL_GATHER_V; /* sig->count is no element count */
+  if (c->cseg) nx_cseg_enter(c->cseg, k->ac.seq); /* segment ranks may reuse what we read */
+  int vcount = sig->op >= NX_COLL_ALL_GATHER_V;   /* sig->count is no element count */
   k->log_id =
       nx_oplog_begin(&c->log, k->ac.seq, op_name(sig->op),
                      vcount ? 0 : sig->count * NX_MAX(nexar_dtype_size((nexar_dtype)sig->dtype), 1),
@@ -222,6 +226,19 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   pthread_mutex_unlock(&ep->mu);
   *out = k;
   return 0;
+}
+
+nexar_client *nx_coll_client(const nx_coll *k) {
+  return k->c;
+}
+
+int nx_coll_failed(nx_coll *k) {
+  nx_ep *ep = k->c->ep;
+  pthread_mutex_lock(&ep->mu);
+  int rc = k->ac.failed_rc;
+  if (rc) nx_set_error_text(k->ac.why);
+  pthread_mutex_unlock(&ep->mu);
+  return rc;
 }
 
 uint32_t nx_coll_rank(const nx_coll *k) {

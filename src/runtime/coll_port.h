@@ -59,6 +59,14 @@ typedef struct nx_creq nx_creq;
  * Fails ABORTED / PEER_LOST at once when c is aborted or has a dead member. */
 int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out);
 /* Rank and size of the communicator, sequence number of this collective. */
+/* "all_reduce(count=4, dtype=f32, op=sum, root=0)": a signature for errors. */
+void nx_coll_describe(char *buf, size_t cap, uint8_t op, uint8_t dt, uint8_t redop, uint32_t root,
+                      uint64_t count);
+/* The communicator of k. */
+nexar_client *nx_coll_client(const nx_coll *k);
+/* k's failure so far (a peer lost, an abort, a mismatch a peer reported,
+ * ...) with its text set, or 0. Takes ep->mu. */
+int nx_coll_failed(nx_coll *k);
 uint32_t nx_coll_rank(const nx_coll *k);
 uint32_t nx_coll_size(const nx_coll *k);
 uint64_t nx_coll_seq(const nx_coll *k);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "runtime/cseg.h"
 #include "runtime/request.h"
 
 int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uint32_t my_root,
@@ -430,6 +431,8 @@ void nexar_client_del(nexar_client *c) {
   free(c->failed_codes);
   free(c->handlers);
   free(c->dead);
+  nx_cseg_free(c->cseg);
+  nx_cseg_free(c->cseg_offer);
   free(c);
 }
 

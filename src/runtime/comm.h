@@ -69,6 +69,13 @@ struct nexar_client {
   void (*on_del)(void *arg);
   void *on_del_arg;
   nx_oplog log; /* recent operations, under ep->mu */
+  /* shared-memory collective segment (cseg.h, collective/segcoll.c): set up
+   * by agreement at fixed points of the collective order, used only by the
+   * thread issuing collectives; the offer is set by the lane under ep->mu */
+  struct nx_cseg *cseg;
+  struct nx_cseg *cseg_offer;
+  uint64_t cseg_calls; /* blocking collectives that could take a segment */
+  int cseg_never;      /* not every member can be on this host: no attempts */
 };
 
 /* The comm rank of member id (root rank) root on c; UINT32_MAX if it is not

@@ -416,7 +416,14 @@ int nx_lane_deliver_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid);
 void nx_lane_recv_locked(nx_ep *ep);
 /* Lane control datagrams (f: kind NX_KIND_LANE, status one of these, no
  * payload), fd passed with SCM_RIGHTS if >= 0. 0, or -1 (errno). */
-enum { NX_LANE_PING = 0, NX_LANE_PONG = 1, NX_LANE_SEG = 2, NX_LANE_SEG_OK = 3, NX_LANE_BELL = 4 };
+enum {
+  NX_LANE_PING = 0,
+  NX_LANE_PONG = 1,
+  NX_LANE_SEG = 2,
+  NX_LANE_SEG_OK = 3,
+  NX_LANE_BELL = 4,
+  NX_LANE_CSEG = 5 /* a communicator's collective segment (cseg.c): comm_id, tag = attempt */
+};
 int nx_lane_send_ctl_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, int fd);
 /* nx_lane_deliver_locked with the fd that came with the datagram: *fd is
  * taken (set to -1) when a segment offer uses it; the caller closes it
@@ -424,6 +431,10 @@ int nx_lane_send_ctl_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, int fd);
 int nx_lane_deliver_fd_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid, int *fd);
 
 /* ---- shm.c: same-host shared-memory rings (design in shm.c) */
+/* Maps a segment fd (size bytes, shared); once per process, so ranks that
+ * are threads of one process see one address (reference counted). */
+void *nx_shm_map(int fd, size_t size);
+void nx_shm_unmap(void *base);
 #define NX_SHM_RING (2u << 20) /* data bytes per direction */
 /* The lane to p is up: the lower rank offers a segment. */
 void nx_shm_lane_up_locked(nx_ep *ep, nx_peer *p);

@@ -25,6 +25,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "runtime/cseg.h"
 #include "runtime/engine.h"
 
 #define LANE_BATCH 16
@@ -227,6 +228,13 @@ int nx_lane_deliver_fd_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid, 
       int sfd = *fd;
       *fd = -1;
       nx_shm_on_seg_locked(ep, p, sfd);
+      return 0;
+    }
+    if (f.status == NX_LANE_CSEG) {
+      if (!fd || *fd < 0) return -1;
+      int sfd = *fd;
+      *fd = -1;
+      nx_cseg_on_offer_locked(ep, p, f.comm_id, f.tag, sfd);
       return 0;
     }
     if (f.status == NX_LANE_SEG_OK) {

@@ -96,12 +96,13 @@ typedef struct shm_map {
   dev_t dev;
   ino_t ino;
   void *base;
+  size_t size;
   int refs;
 } shm_map;
 static pthread_mutex_t g_map_mu = PTHREAD_MUTEX_INITIALIZER;
 static shm_map *g_maps;
 
-static void *map_fd(int fd) {
+void *nx_shm_map(int fd, size_t size) {
   struct stat st;
   if (fstat(fd, &st)) return NULL;
   pthread_mutex_lock(&g_map_mu);
@@ -111,27 +112,27 @@ static void *map_fd(int fd) {
       pthread_mutex_unlock(&g_map_mu);
       return m->base;
     }
-  void *b = mmap(NULL, SHM_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void *b = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   shm_map *m = b == MAP_FAILED ? NULL : calloc(1, sizeof *m);
   if (m) {
-    m->dev = st.st_dev, m->ino = st.st_ino, m->base = b, m->refs = 1;
+    m->dev = st.st_dev, m->ino = st.st_ino, m->base = b, m->size = size, m->refs = 1;
     m->next = g_maps;
     g_maps = m;
   } else if (b != MAP_FAILED) {
-    munmap(b, SHM_SIZE);
+    munmap(b, size);
   }
   pthread_mutex_unlock(&g_map_mu);
   return m ? b : NULL;
 }
 
-static void unmap(void *base) {
+void nx_shm_unmap(void *base) {
   pthread_mutex_lock(&g_map_mu);
   for (shm_map **pp = &g_maps; *pp; pp = &(*pp)->next) {
     shm_map *m = *pp;
     if (m->base != base) continue;
     if (--m->refs == 0) {
       *pp = m->next;
-      munmap(m->base, SHM_SIZE);
+      munmap(m->base, m->size);
       free(m);
     }
     break;
@@ -176,7 +177,7 @@ void nx_shm_lane_up_locked(nx_ep *ep, nx_peer *p) {
   }
   void *base = NULL;
   if (ftruncate(fd, (off_t)SHM_SIZE) ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) || !(base = map_fd(fd))) {
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) || !(base = nx_shm_map(fd, SHM_SIZE))) {
     NX_DEBUG("shm to rank %u: segment: %s", p->rank, strerror(errno));
     close(fd);
     return;
@@ -184,7 +185,7 @@ void nx_shm_lane_up_locked(nx_ep *ep, nx_peer *p) {
   shm_seg_hdr h = {SHM_MAGIC, NX_SHM_RING, ep->rank, p->rank};
   memcpy(base, &h, sizeof h);
   if (!seg_new(ep, p, base)) {
-    unmap(base);
+    nx_shm_unmap(base);
     close(fd);
     return;
   }
@@ -209,19 +210,19 @@ void nx_shm_on_seg_locked(nx_ep *ep, nx_peer *p, int fd) {
     p->st.shm_dropped++;
     goto out;
   }
-  if (!(base = map_fd(fd))) goto out;
+  if (!(base = nx_shm_map(fd, SHM_SIZE))) goto out;
   shm_seg_hdr h;
   memcpy(&h, base, sizeof h);
   if (h.magic != SHM_MAGIC || h.cap != NX_SHM_RING || h.lower != p->rank || h.higher != ep->rank) {
     NX_WARN("shm from rank %u: segment refused (header)", p->rank);
     ep->shm_dropped++;
     p->st.shm_dropped++;
-    unmap(base);
+    nx_shm_unmap(base);
     goto out;
   }
   nx_shm *s = seg_new(ep, p, base);
   if (!s) {
-    unmap(base);
+    nx_shm_unmap(base);
     goto out;
   }
   if (send_ctl(ep, p, NX_LANE_SEG_OK, -1) == 0) {
@@ -502,7 +503,7 @@ void nx_shm_free(nx_ep *ep) {
       s->bl_head = b->next;
       free(b);
     }
-    unmap(s->base);
+    nx_shm_unmap(s->base);
     if (s->offer_fd >= 0) close(s->offer_fd);
     s->peer->shm = NULL;
     free(s);

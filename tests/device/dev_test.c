@@ -439,6 +439,11 @@ static int run_fail(void) {
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "threads";
+  /* the reference world (host memory) must run the same algorithms as the
+   * device world, bit for bit: small blocking collectives on host memory
+   * would otherwise take the shared-memory segment, which device buffers
+   * never do, and reduce in another order */
+  setenv("NEXAR_SHM_COLL", "0", 1);
   const char *cuda = getenv("NEXAR_DEV_TEST_CUDA"); /* a device ordinal: gpu_check.sh */
   if (cuda && *cuda) {
 #ifdef NX_DEV_CUDA

@@ -3,15 +3,21 @@
  * libnexar rank (shm_proc_test.sh): what a process of the same user, or root,
  * could do to the rings.
  *
- *   shm_forger PID MS
+ *   shm_forger PID MS [ring|coll]
  *
- * Finds PID's mappings of "/memfd:nexar-shm" (/proc/PID/maps), opens each
- * through /proc/PID/map_files (root only) and, for MS milliseconds, keeps
- * filling both rings' data with 0x5a and claiming a published record there
- * (tail = head + 4096): every reader must find a malformed record. Layout as
- * in runtime/shm.c: control blocks at 1024 and 2048 (tail, then head one cache
- * line on), data from 4096, two rings of equal size. Exit 0 having forged at
- * least one segment, 77 if none could be opened (not root: skip).
+ * ring (default): finds PID's mappings of "/memfd:nexar-shm" (/proc/PID/maps),
+ * opens each through /proc/PID/map_files (root only) and, for MS
+ * milliseconds, keeps filling both rings' data with 0x5a and claiming a
+ * published record there (tail = head + 4096): every reader must find a
+ * malformed record. Layout as in runtime/shm.c: control blocks at 1024 and
+ * 2048 (tail, then head one cache line on), data from 4096, two rings of
+ * equal size.
+ * coll: the communicators' collective segments ("/memfd:nexar-cseg",
+ * runtime/cseg.h): every rank's arrival words (control blocks of 192 bytes
+ * from 4096, the rank count at byte 24 of the header) claim a sequence far
+ * ahead, which no rank that follows the protocol can write.
+ * Exit 0 having forged at least one segment, 77 if none could be opened (not
+ * root: skip).
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -29,7 +35,9 @@ static double now_ms(void) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 3) return 64;
+  if (argc != 3 && argc != 4) return 64;
+  int coll = argc == 4 && !strcmp(argv[3], "coll");
+  const char *name = coll ? "/memfd:nexar-cseg" : "/memfd:nexar-shm";
   char path[128];
   snprintf(path, sizeof path, "/proc/%s/maps", argv[1]);
   FILE *f = fopen(path, "r");
@@ -38,7 +46,7 @@ int main(int argc, char **argv) {
   uint8_t *seg[64];
   size_t len[64], n = 0;
   while (n < 64 && fgets(line, sizeof line, f)) {
-    if (!strstr(line, "/memfd:nexar-shm")) continue;
+    if (!strstr(line, name)) continue;
     unsigned long lo, hi;
     if (sscanf(line, "%lx-%lx", &lo, &hi) != 2) continue;
     snprintf(path, sizeof path, "/proc/%s/map_files/%lx-%lx", argv[1], lo, hi);
@@ -57,6 +65,15 @@ int main(int argc, char **argv) {
   double t0 = now_ms(), ms = atof(argv[2]);
   while (now_ms() - t0 < ms) {
     for (size_t i = 0; i < n; i++) {
+      if (coll) {
+        uint32_t ranks;
+        memcpy(&ranks, seg[i] + 24, sizeof ranks);
+        for (uint32_t r = 0; r < ranks && 4096 + (r + 1) * 192 <= len[i]; r++) {
+          volatile uint64_t *arrive = (volatile uint64_t *)(seg[i] + 4096 + 192 * r);
+          arrive[0] = arrive[1] = 1ull << 40;
+        }
+        continue;
+      }
       size_t ring = (len[i] - 4096) / 2;
       for (int r = 0; r < 2; r++) {
         volatile uint64_t *ctl = (volatile uint64_t *)(seg[i] + 1024 + 1024 * r);

@@ -112,5 +112,52 @@ if start 2 forge; then
   fi
 fi
 
+echo "=== coll_kill: 3 ranks in blocking all_reduce through the collective segment, rank 1 SIGKILLed"
+export NEXAR_DEBUG=1 # the log says the segment came up
+if start 3 coll; then
+  sleep 1
+  vpid=$(pid_of 1)
+  t_kill=$(date +%s%3N)
+  kill -KILL "$vpid"
+  for i in 0 2; do
+    wait "${W[$i]}"
+    rc=$?
+    line=$(grep -m1 'failed with' "$D/w$i")
+    at=$(sed -n 's/.* at \([0-9]*\):.*/\1/p' <<<"$line")
+    echo "    ${line:0:160}"
+    if [ $rc != 0 ] || [ -z "$at" ] || ! grep -q 'failed with PEER_LOST' <<<"$line"; then
+      echo "FAIL coll_kill: rank $i exit $rc, not PEER_LOST"; grep -v DEBUG "$D/w$i" | tail -5; FAILED=1
+    elif [ $((at - t_kill)) -gt "$BOUND_MS" ]; then
+      echo "FAIL coll_kill: rank $i PEER_LOST $((at - t_kill)) ms after the kill"; FAILED=1
+    fi
+    grep -q 'collective segment up' "$D/w$i" ||
+      { echo "FAIL coll_kill: rank $i never had a collective segment"; FAILED=1; }
+  done
+  wait "${W[1]}" 2>/dev/null
+fi
+
+echo "=== coll_forge: a third process writes impossible arrivals into the collective segment"
+if start 3 coll; then
+  sleep 0.3
+  "$FORGER" "$(pid_of 1)" 500 coll
+  frc=$?
+  for i in 0 1 2; do
+    wait "${W[$i]}"
+    rc=$?
+    [ $rc = 0 ] || { echo "FAIL coll_forge: rank $i exit $rc"; grep -v DEBUG "$D/w$i" | tail -5; FAILED=1; }
+  done
+  if [ $frc = 77 ]; then
+    echo "skip coll_forge: the segment could not be opened from outside (not root)"
+  elif [ $frc != 0 ]; then
+    echo "FAIL coll_forge: forger exit $frc"; FAILED=1
+  elif ! grep -q "failed with PROTOCOL .*impossible sequence" "$D"/w0 "$D"/w1 "$D"/w2; then
+    echo "FAIL coll_forge: no rank refused the forged arrivals"
+    grep -h 'failed with' "$D"/w0 "$D"/w1 "$D"/w2 | cut -c1-200; FAILED=1
+  else
+    grep -h 'failed with' "$D"/w0 "$D"/w1 "$D"/w2 | cut -c1-160 | sed 's/^/    /'
+  fi
+fi
+unset NEXAR_DEBUG
+
 [ $FAILED = 0 ] && echo "ok: shm processes" || echo "FAIL: shm processes"
 exit $FAILED

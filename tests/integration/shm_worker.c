@@ -24,6 +24,11 @@
  *     rank R: failed with CODE shm_dropped=N
  *   Exit 0 (the script judges), 4 if a message was wrong, 2 if nothing failed
  *   within 20 s.
+ * coll: every rank runs blocking all_reduce of 16 floats (the communicator's
+ *   shared-memory segment) in a loop, checked exactly, until one fails (a
+ *   rank killed, a third process writing into the segment), then prints
+ *     rank R: all_reduce #K failed with CODE at U: why
+ *   Exit 0 (the script judges), 4 if a result was wrong, 2 after 20 s.
  */
 #include <nexar/nexar.h>
 
@@ -196,6 +201,26 @@ static void forge_mode(nexar_client *c) {
   DIE(2, "nothing failed in 20 s");
 }
 
+static void coll_mode(nexar_client *c) {
+  float v[16];
+  double t0 = mono_ms();
+  for (size_t k = 0; mono_ms() - t0 < 20000; k++) {
+    for (int i = 0; i < 16; i++)
+      v[i] = (float)(me + (uint32_t)i + (uint32_t)(k % 100));
+    int rc = nexar_all_reduce(c, v, 16, NEXAR_F32, NEXAR_SUM);
+    if (rc) {
+      printf("rank %u: all_reduce #%zu failed with %s at %lld: %s\n", me, k, code_name(rc),
+             unix_ms(), nexar_last_error());
+      fflush(stdout);
+      exit(0);
+    }
+    for (int i = 0; i < 16; i++)
+      if (v[i] != (float)(W * (W - 1) / 2 + W * ((uint32_t)i + (uint32_t)(k % 100))))
+        DIE(4, "all_reduce #%zu element %d is %g", k, i, v[i]);
+  }
+  DIE(2, "nothing failed in 20 s");
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) return 64;
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -223,6 +248,8 @@ int main(int argc, char **argv) {
     kill_mode(c);
   else if (!strcmp(argv[1], "forge"))
     forge_mode(c);
+  else if (!strcmp(argv[1], "coll"))
+    coll_mode(c);
   else
     return 64;
   nexar_client_del(c);

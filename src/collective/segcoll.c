@@ -1,0 +1,330 @@
+/* Small blocking collectives through the communicator's shared-memory
+ * segment (runtime/cseg.h has the layout and the protocol): every rank
+ * publishes its contribution once, every rank reads what it needs straight
+ * from the others' buffers, reductions run in rank order (so every rank
+ * computes the same bits), a barrier is the arrival flags alone, a
+ * broadcast is written once by its root. No message, no schedule, no
+ * request: one collective costs a few cache-line transfers.
+ *
+ * Setup is itself collective, at fixed points of a communicator's order of
+ * blocking collectives (calls 1, 2, 4, 8, ... up to 65536, until a segment is
+ * up), so every rank decides the same: an all_reduce (MIN) of "every member
+ * is a proven same-host peer with its lane up"; then rank 0 creates the
+ * segment and offers it over each lane, and an all_reduce (MIN) of "mapped"
+ * makes it live from the next collective on. A communicator whose members'
+ * addresses are not all one host's never attempts (no traffic).
+ *
+ * Which collectives: the blocking forms (a non-blocking one is a request the
+ * engine advances, and keeps the message path) of all_reduce, broadcast,
+ * reduce, all_gather, gather, reduce_scatter, scatter, all_to_all and
+ * barrier, on host memory, when what a rank publishes fits NX_CSEG_SLOT,
+ * unless a test forces an algorithm (nx_algo_force_*). */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "collective/algo.h"
+#include "collective/coll.h"
+#include "reduce/reduce.h"
+#include "runtime/comm.h"
+#include "runtime/cseg.h"
+#include "runtime/engine.h"
+
+/* -------------------------------------------------------------- choice */
+
+/* Bytes rank r publishes for job j (its whole contribution), or SIZE_MAX
+ * if j's kind never takes the segment. Pure: every rank of a well-formed
+ * call computes the same choice. */
+static size_t published(const nx_job *j, uint32_t n, int is_root) {
+  size_t blk = j->count * j->es;
+  switch (j->kind) {
+  case NX_COLL_BARRIER:
+    return 0;
+  case NX_COLL_ALL_REDUCE:
+    return nx_algo_force_allreduce >= 0 ? SIZE_MAX : blk;
+  case NX_COLL_REDUCE:
+    return blk;
+  case NX_COLL_BROADCAST:
+    return nx_algo_force_broadcast >= 0 ? SIZE_MAX : is_root ? blk : 0;
+  case NX_COLL_ALL_GATHER:
+    return nx_algo_force_allgather >= 0 ? SIZE_MAX : blk;
+  case NX_COLL_GATHER:
+    return nx_algo_force_gather >= 0 ? SIZE_MAX : blk;
+  case NX_COLL_SCATTER:
+    return nx_algo_force_gather >= 0 ? SIZE_MAX : is_root ? blk * n : 0;
+  case NX_COLL_REDUCE_SCATTER:
+  case NX_COLL_ALL_TO_ALL:
+    return blk * n;
+  default:
+    return SIZE_MAX;
+  }
+}
+
+int nx_segcoll_eligible(const nx_job *j) {
+  nexar_client *c = j->c;
+  if (!c->cseg || j->ad || c->size < 2) return 0;
+  /* the largest contribution of any rank decides, so all ranks agree */
+  size_t most = published(j, c->size, 1);
+  return most != SIZE_MAX && most <= NX_CSEG_SLOT;
+}
+
+/* ---------------------------------------------------------------- setup */
+
+/* The host part of "host:port" (or "[v6]:port"): its length. */
+static size_t host_len(const char *addr) {
+  const char *colon = strrchr(addr, ':');
+  return colon ? (size_t)(colon - addr) : strlen(addr);
+}
+
+/* From what every rank knows alike (the address table, the topology, the
+ * knobs of the job): could all members be on one host? */
+static int candidate(nexar_client *c) {
+  nx_ep *ep = c->ep;
+  if (c->size < 2 || !ep->knobs.shm || !ep->knobs.shm_coll || !ep->knobs.lane || ep->route.topology)
+    return 0;
+  pthread_mutex_lock(&ep->mu);
+  /* the address table as the seed handed it out, the same on every rank */
+  const char *a0 = ep->peers[c->members[0]]->addrstr;
+  size_t n0 = host_len(a0);
+  int ok = n0 > 0;
+  for (uint32_t i = 1; i < c->size && ok; i++) {
+    const char *ai = ep->peers[c->members[i]]->addrstr;
+    ok = host_len(ai) == n0 && !memcmp(ai, a0, n0);
+  }
+  pthread_mutex_unlock(&ep->mu);
+  return ok;
+}
+
+static int lanes_up(nexar_client *c) {
+  nx_ep *ep = c->ep;
+  pthread_mutex_lock(&ep->mu);
+  int ok = 1;
+  for (uint32_t i = 0; i < c->size && ok; i++) {
+    const nx_peer *p = ep->peers[c->members[i]];
+    if (i != c->rank) ok = p->same_host && p->lane_ok && p->state == NX_PEER_UP && !p->relayed;
+  }
+  pthread_mutex_unlock(&ep->mu);
+  return ok;
+}
+
+static int agree_min(nexar_client *c, int32_t *v) {
+  nx_job j = {.kind = NX_COLL_ALL_REDUCE,
+              .c = c,
+              .buf = v,
+              .count = 1,
+              .dt = NEXAR_I32,
+              .op = NEXAR_MIN,
+              .host_only = 1,
+              .no_seg = 1};
+  return nx_coll_call(&j);
+}
+
+static nx_cseg *take_offer(nexar_client *c, uint64_t attempt) {
+  nx_ep *ep = c->ep;
+  pthread_mutex_lock(&ep->mu);
+  nx_cseg *s = c->cseg_offer;
+  if (s && s->attempt == attempt)
+    c->cseg_offer = NULL;
+  else
+    s = NULL;
+  pthread_mutex_unlock(&ep->mu);
+  return s;
+}
+
+/* One attempt (every rank at the same point of the order). Errors of the
+ * two all_reduces are the caller's (a peer lost fails them as it would
+ * fail the call); anything else just leaves the communicator without a
+ * segment. */
+static int attempt(nexar_client *c, uint64_t id) {
+  int32_t ok = lanes_up(c);
+  int rc = agree_min(c, &ok);
+  NX_DEBUG("comm %llu rank %u: segment attempt %llu: lanes %d (rc %d)", (unsigned long long)c->id,
+           c->rank, (unsigned long long)id, ok, rc);
+  if (rc || !ok) return rc;
+  nx_cseg *s = NULL;
+  ok = 1;
+  if (c->rank == 0) {
+    int fd = -1;
+    if (nx_cseg_create(c->id, c->size, id, &fd, &s)) ok = 0;
+    for (uint32_t i = 1; i < c->size && ok; i++)
+      if (nx_cseg_offer(c, c->members[i], id, fd)) ok = 0;
+    if (fd >= 0) close(fd);
+  } else {
+    uint64_t until = nx_now_ns() + 1000000000ull; /* it was sent before rank 0 answered */
+    while (!(s = take_offer(c, id)) && nx_now_ns() < until)
+      usleep(50);
+    ok = s != NULL;
+  }
+  rc = agree_min(c, &ok);
+  NX_DEBUG("comm %llu rank %u: segment attempt %llu: mapped %d (rc %d)", (unsigned long long)c->id,
+           c->rank, (unsigned long long)id, ok, rc);
+  if (!rc && ok) {
+    c->cseg = s; /* every rank mapped it: live from the next collective */
+    NX_DEBUG("comm %llu: collective segment up (%u ranks)", (unsigned long long)c->id, c->size);
+  } else {
+    nx_cseg_free(s);
+  }
+  return rc;
+}
+
+int nx_segcoll_prepare(nexar_client *c) {
+  uint64_t calls = ++c->cseg_calls;
+  if (c->cseg || c->cseg_never || (calls & (calls - 1)) || calls > 65536) return 0;
+  if (calls == 1 && !candidate(c)) c->cseg_never = 1;
+  return c->cseg_never ? 0 : attempt(c, calls);
+}
+
+/* ----------------------------------------------------------------- run */
+
+typedef struct segop {
+  nx_job *j;
+  nx_cseg *s;
+  uint64_t seq;
+  nx_cseg_sig sig;
+  uint32_t next; /* the first rank not yet seen */
+} segop;
+
+static int arrived(void *arg, uint32_t *who) {
+  segop *o = arg;
+  nx_cseg *s = o->s;
+  int p = (int)(o->seq & 1);
+  for (; o->next < s->n; o->next++) {
+    uint32_t r = o->next;
+    if (r == s->me) continue;
+    uint64_t av = atomic_load_explicit(&s->ctl[r].arrive[p], memory_order_acquire);
+    int st = nx_cseg_arrival(av, atomic_load(&s->ctl[r].msg), o->seq);
+    if (st == 0) {
+      *who = r;
+      return 0;
+    }
+    const char *name = nx_job_name(o->j);
+    unsigned long long seq = (unsigned long long)o->seq, id = (unsigned long long)o->j->c->id;
+    if (st < 0) {
+      nx_ep *ep = o->j->c->ep;
+      char why[160];
+      snprintf(why, sizeof why,
+               "shared-memory collective segment: impossible sequence from rank %u", r);
+      int rc = nx_fail(NEXAR_ERR_PROTOCOL, "%s #%llu on comm %llu: %s", name, seq, id, why);
+      nx_coll_fail(o->j->k, rc); /* the cause here, not the loss it causes */
+      pthread_mutex_lock(&ep->mu);
+      nx_peer_dead_locked(ep, ep->peers[o->j->c->members[r]], NEXAR_ERR_PROTOCOL, why);
+      pthread_mutex_unlock(&ep->mu);
+      nx_fail(rc, "%s #%llu on comm %llu: %s", name, seq, id, why);
+      return rc;
+    }
+    if (st == 2)
+      return nx_fail(NEXAR_ERR_MISMATCH,
+                     "collective #%llu on comm %llu: rank %u called %s (blocking), rank %u "
+                     "called a collective that took the message path (a non-blocking form, or "
+                     "other arguments)",
+                     seq, id, s->me, name, r);
+    nx_cseg_sig theirs = s->ctl[r].sig[p];
+    if (memcmp(&theirs, &o->sig, sizeof theirs)) {
+      char mine[96], other[96];
+      nx_coll_describe(mine, sizeof mine, o->sig.op, o->sig.dtype, o->sig.redop, o->sig.root,
+                       o->sig.count);
+      nx_coll_describe(other, sizeof other, theirs.op, theirs.dtype, theirs.redop, theirs.root,
+                       theirs.count);
+      return nx_fail(NEXAR_ERR_MISMATCH,
+                     "collective #%llu on comm %llu: rank %u called %s, rank %u called %s", seq, id,
+                     s->me, mine, r, other);
+    }
+  }
+  return 1;
+}
+
+static int drained(void *arg, uint32_t *who) {
+  segop *o = arg;
+  nx_cseg *s = o->s;
+  uint64_t last = s->last_arrive[o->seq & 1]; /* seq + 1 of our arrival at k - 2 */
+  if (!last) return 1;
+  for (uint32_t r = 0; r < s->n; r++)
+    if (r != s->me && atomic_load_explicit(&s->ctl[r].entered, memory_order_acquire) < last + 1) {
+      *who = r;
+      return 0;
+    }
+  return 1;
+}
+
+static void reduce_all(const segop *o, void *dst, size_t off, size_t count) {
+  nx_job *j = o->j;
+  nexar_op op = j->op == NEXAR_AVG ? NEXAR_SUM : j->op;
+  size_t es = j->es;
+  memcpy(dst, nx_cseg_buf(o->s, 0, o->seq) + off * es, count * es);
+  for (uint32_t r = 1; r < o->s->n; r++)
+    nx_reduce(dst, nx_cseg_buf(o->s, r, o->seq) + off * es, count, j->dt, op);
+  if (j->op == NEXAR_AVG) nx_avg_div(dst, count, j->dt, o->s->n);
+}
+
+static void compute(const segop *o) {
+  nx_job *j = o->j;
+  nx_cseg *s = o->s;
+  uint32_t n = s->n, me = s->me;
+  size_t blk = j->count * j->es;
+  char *recv = j->recv;
+  switch (j->kind) {
+  case NX_COLL_ALL_REDUCE:
+    reduce_all(o, j->buf, 0, j->count);
+    break;
+  case NX_COLL_REDUCE:
+    if (me == j->root) reduce_all(o, j->buf, 0, j->count);
+    break;
+  case NX_COLL_REDUCE_SCATTER:
+    reduce_all(o, recv, (size_t)me * j->count, j->count);
+    break;
+  case NX_COLL_BROADCAST:
+    if (me != j->root) memcpy(j->buf, nx_cseg_buf(s, j->root, o->seq), blk);
+    break;
+  case NX_COLL_ALL_GATHER:
+  case NX_COLL_GATHER:
+    if (j->kind == NX_COLL_GATHER && me != j->root) break;
+    for (uint32_t r = 0; r < n; r++)
+      memmove(recv + (size_t)r * blk, nx_cseg_buf(s, r, o->seq), blk);
+    break;
+  case NX_COLL_SCATTER:
+    memmove(recv, nx_cseg_buf(s, j->root, o->seq) + (size_t)me * blk, blk);
+    break;
+  case NX_COLL_ALL_TO_ALL:
+    for (uint32_t r = 0; r < n; r++)
+      memcpy(recv + (size_t)r * blk, nx_cseg_buf(s, r, o->seq) + (size_t)me * blk, blk);
+    break;
+  default:
+    break;
+  }
+}
+
+int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
+  nexar_client *c = j->c;
+  segop o = {.j = j, .s = c->cseg, .seq = nx_coll_seq(j->k)};
+  o.sig = (nx_cseg_sig){.op = sig->op,
+                        .dtype = sig->dtype,
+                        .redop = sig->redop,
+                        .root = sig->root,
+                        .count = sig->count};
+  uint32_t tmo = nx_coll_timeout_ms(j->k);
+  const char *name = nx_job_name(j);
+  size_t pub = published(j, c->size, c->rank == j->root);
+  /* a peer failed it before we began (it told us): nothing to publish */
+  int rc = nx_coll_failed(j->k);
+  if (rc) return rc;
+  rc = nx_cseg_wait(o.s, j->k, drained, &o, tmo, name);
+  if (rc) return rc; /* not arrived: nobody waits for what we would have written */
+  if (pub) {
+    const void *src =
+        j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE || j->kind == NX_COLL_BROADCAST
+            ? j->buf
+            : j->send;
+    memcpy(nx_cseg_buf(o.s, c->rank, o.seq), src, pub);
+  }
+  nx_cseg_arrive(o.s, o.seq, &o.sig);
+  rc = nx_cseg_wait(o.s, j->k, arrived, &o, tmo, name);
+  if (!rc) compute(&o);
+  return rc;
+}
+
+void nx_segcoll_mark(nx_job *j) {
+  if (j->c->cseg) nx_cseg_mark_msg(j->c->cseg, nx_coll_seq(j->k));
+}

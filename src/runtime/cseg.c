@@ -1,0 +1,219 @@
+/* Communicator segments (design in cseg.h). */
+#include "runtime/cseg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "runtime/coll_port.h"
+#include "runtime/engine.h"
+
+#define CSEG_MAGIC 0x3147455358454e4eull /* "NNEXSEG1" */
+#define CSEG_CTL 4096u
+
+typedef struct cseg_hdr {
+  uint64_t magic, comm_id, attempt;
+  uint32_t n, slot;
+} cseg_hdr;
+_Static_assert(sizeof(nx_cseg_ctl) == 192, "three cache lines");
+
+static size_t data_off(uint32_t n) {
+  size_t ctl = (size_t)n * sizeof(nx_cseg_ctl);
+  return CSEG_CTL + ((ctl + 4095u) & ~(size_t)4095u);
+}
+
+static size_t seg_size(uint32_t n) {
+  return data_off(n) + (size_t)n * 2 * NX_CSEG_SLOT;
+}
+
+static nx_cseg *wrap(void *base, uint32_t n, uint32_t me, uint64_t attempt) {
+  nx_cseg *s = nx_calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->base = base;
+  s->size = seg_size(n);
+  s->n = n;
+  s->me = me;
+  s->attempt = attempt;
+  s->ctl = (nx_cseg_ctl *)((uint8_t *)base + CSEG_CTL);
+  s->data = (uint8_t *)base + data_off(n);
+  return s;
+}
+
+int nx_cseg_create(uint64_t comm_id, uint32_t n, uint64_t attempt, int *fd, nx_cseg **out) {
+  *out = NULL;
+  *fd = memfd_create("nexar-cseg", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (*fd < 0)
+    return nx_fail(NEXAR_ERR_IO, "collective segment: memfd_create: %s", strerror(errno));
+  void *base = NULL;
+  size_t size = seg_size(n);
+  if (ftruncate(*fd, (off_t)size) ||
+      fcntl(*fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) ||
+      !(base = nx_shm_map(*fd, size))) {
+    int rc = nx_fail(NEXAR_ERR_IO, "collective segment of %zu bytes: %s", size, strerror(errno));
+    close(*fd);
+    *fd = -1;
+    return rc;
+  }
+  cseg_hdr h = {CSEG_MAGIC, comm_id, attempt, n, NX_CSEG_SLOT};
+  memcpy(base, &h, sizeof h);
+  *out = wrap(base, n, 0, attempt);
+  if (!*out) {
+    nx_shm_unmap(base);
+    close(*fd);
+    *fd = -1;
+    return nx_fail(NEXAR_ERR_NOMEM, "collective segment");
+  }
+  return 0;
+}
+
+int nx_cseg_offer(nx_comm *c, uint32_t peer, uint64_t attempt, int fd) {
+  nx_ep *ep = c->ep;
+  nx_frame f = {0};
+  f.kind = NX_KIND_LANE;
+  f.status = NX_LANE_CSEG;
+  f.comm_id = c->id;
+  f.tag = attempt;
+  uint64_t until = nx_now_ns() + 100000000ull;
+  for (;;) {
+    pthread_mutex_lock(&ep->mu);
+    nx_peer *p = ep->peers[peer];
+    f.src = ep->rank;
+    int rc = p->lane_ok && p->state == NX_PEER_UP ? nx_lane_send_ctl_locked(ep, p, &f, fd) : -1;
+    int again = rc && p->lane_ok && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS);
+    pthread_mutex_unlock(&ep->mu);
+    if (!rc) return 0;
+    if (!again || nx_now_ns() > until) return -1;
+    usleep(100); /* the peer's lane queue is full: it drains it as it progresses */
+  }
+}
+
+void nx_cseg_on_offer_locked(nx_ep *ep, nx_peer *p, uint64_t comm_id, uint64_t attempt, int fd) {
+  nx_comm *c = nx_comm_find(ep, comm_id);
+  void *base = NULL;
+  struct stat st;
+  int need = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL, seals = fcntl(fd, F_GET_SEALS);
+  if (!c || c->size < 2 || c->members[0] != p->rank || c->rank == 0) goto refuse;
+  size_t size = seg_size(c->size);
+  if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size || seals < 0 ||
+      (seals & need) != need || !(base = nx_shm_map(fd, size)))
+    goto refuse;
+  cseg_hdr h;
+  memcpy(&h, base, sizeof h);
+  if (h.magic != CSEG_MAGIC || h.comm_id != comm_id || h.attempt != attempt || h.n != c->size ||
+      h.slot != NX_CSEG_SLOT)
+    goto refuse;
+  nx_cseg *s = wrap(base, c->size, c->rank, attempt);
+  if (!s) goto refuse;
+  nx_cseg_free(c->cseg_offer); /* an older attempt's */
+  c->cseg_offer = s;
+  close(fd);
+  return;
+refuse:
+  NX_WARN("collective segment from rank %u for comm %llu refused", p->rank,
+          (unsigned long long)comm_id);
+  p->st.shm_dropped++;
+  ep->shm_dropped++;
+  if (base) nx_shm_unmap(base);
+  close(fd);
+}
+
+void nx_cseg_free(nx_cseg *s) {
+  if (!s) return;
+  nx_shm_unmap(s->base);
+  free(s);
+}
+
+/* ---------------------------------------------------------- publishing */
+
+static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts) {
+  return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
+}
+
+static void bell(nx_cseg_ctl *me) {
+  atomic_fetch_add(&me->gen, 1); /* seq_cst: after the store it announces */
+  if (atomic_load(&me->sleepers)) futex(&me->gen, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void nx_cseg_arrive(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig) {
+  nx_cseg_ctl *me = &s->ctl[s->me];
+  me->sig[seq & 1] = *sig;
+  s->last_arrive[seq & 1] = seq + 1;
+  atomic_store(&me->arrive[seq & 1], seq + 1);
+  bell(me);
+}
+
+void nx_cseg_mark_msg(nx_cseg *s, uint64_t seq) {
+  nx_cseg_ctl *me = &s->ctl[s->me];
+  atomic_store(&me->msg, seq + 1);
+  bell(me);
+}
+
+void nx_cseg_enter(nx_cseg *s, uint64_t seq) {
+  nx_cseg_ctl *me = &s->ctl[s->me];
+  atomic_store(&me->entered, seq + 1);
+  bell(me);
+}
+
+int nx_cseg_arrival(uint64_t a, uint64_t msg, uint64_t seq) {
+  if (a == seq + 1) return 1;
+  /* arriving at seq + 2 on this parity takes our having entered seq + 1:
+   * impossible while we are at seq */
+  if (a > seq + 1) return NEXAR_ERR_PROTOCOL;
+  /* not arrived, yet at or past seq by messages: it took the other path */
+  return msg >= seq + 1 ? 2 : 0;
+}
+
+/* -------------------------------------------------------------- waiting */
+
+int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), void *arg,
+                 uint32_t timeout_ms, const char *what) {
+  uint32_t who = 0;
+  int rc = pred(arg, &who);
+  if (rc) return rc < 0 ? rc : 0;
+  nx_ep *ep = nx_coll_client(k)->ep;
+  int yield;
+  uint64_t t0 = nx_now_ns(), spin_until = t0 + nx_ep_spin_ns(ep, &yield);
+  uint64_t deadline = timeout_ms ? t0 + (uint64_t)timeout_ms * 1000000ull : UINT64_MAX;
+  for (uint32_t pass = 1;; pass++) {
+    int spin = 1;
+    if ((pass & 63) == 0) {
+      uint64_t now = nx_now_ns();
+      if ((rc = nx_coll_failed(k))) return rc;
+      if (now >= deadline)
+        return nx_fail(NEXAR_ERR_TIMEOUT,
+                       "%s #%llu on comm %llu: no word from rank %u in %u ms (shared-memory "
+                       "segment)",
+                       what, (unsigned long long)nx_coll_seq(k),
+                       (unsigned long long)nx_coll_client(k)->id, who, timeout_ms);
+      spin = now < spin_until;
+    }
+    if (spin) {
+      if (yield)
+        sched_yield();
+      else
+        nx_cpu_relax();
+    } else { /* sleep on the doorbell of the rank we wait for (1 ms at most) */
+      nx_cseg_ctl *w = &s->ctl[who < s->n ? who : 0];
+      atomic_fetch_add(&w->sleepers, 1);
+      uint32_t g = atomic_load(&w->gen);
+      if (!(rc = pred(arg, &who))) {
+        struct timespec ts = {0, 1000000};
+        futex(&w->gen, FUTEX_WAIT, g, &ts);
+      }
+      atomic_fetch_sub(&w->sleepers, 1);
+      if (rc) return rc < 0 ? rc : 0;
+      pass |= 63; /* check failures and the deadline after every sleep */
+    }
+    if ((rc = pred(arg, &who))) return rc < 0 ? rc : 0;
+  }
+}

@@ -1,0 +1,112 @@
+/* Communicator segments: one shared-memory segment for all the ranks of a
+ * communicator that live on one host, so small collectives go through it
+ * directly (collective/segcoll.c) instead of as messages.
+ *
+ * Layout (all offsets fixed by the member count n and NX_CSEG_SLOT, which
+ * both sides compute themselves): a header, then one control block per rank
+ * (nx_cseg_ctl, three cache lines), then per rank two data buffers of
+ * NX_CSEG_SLOT bytes (parity: collective sequence & 1).
+ *
+ * Every collective a rank begins on the communicator, whatever its path,
+ * stores entered = its sequence. Protocol of one collective with sequence
+ * k, parity p = k & 1, on rank r:
+ *  1. if r arrived at k - 2, wait until every rank has entered k - 1 (a rank
+ *     begins k - 1 only once it finished k - 2 in the segment, which is when
+ *     it read r's arrival, signature and buffer of k - 2; one that took k - 2
+ *     by messages or refused it never reads them);
+ *  2. write its contribution into buffer p, its signature into sig[p], then
+ *     arrive[p] = k (release);
+ *  3. wait until every rank has arrive[p] == k and compare the signatures (a
+ *     mismatch is found on arrival, by every rank: each reads every
+ *     signature);
+ *  4. read and reduce or copy straight from the others' buffers.
+ * A collective that takes the message path on a communicator with a segment
+ * stores msg = k (its own word: such a rank does not wait for the others'
+ * reads, so it must never overwrite an arrival), so a rank waiting in step 3
+ * for it reports the mismatch (blocking and non-blocking forms disagreeing)
+ * instead of waiting for a timeout. (Stored values are sequence + 1: 0 is
+ * "never".)
+ *
+ * Trust. The members proved they are the authenticated peers of this host
+ * (the lane, lane.c); the segment is offered over the lane only to them, and
+ * accepted only from the proven pid of the communicator's rank 0, sealed
+ * against resizing. Nothing read from the segment sizes anything: lengths
+ * come from the caller's own arguments, and an arrive value that no
+ * protocol-abiding peer can write is NEXAR_ERR_PROTOCOL.
+ *
+ * Waking: a writer bumps its `gen` after every store to arrive or done and
+ * wakes futex sleepers on it; waiters spin (or yield, with more ranks than
+ * CPUs) first, like request waits. */
+#ifndef NX_RUNTIME_CSEG_H
+#define NX_RUNTIME_CSEG_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "runtime/comm.h"
+
+#define NX_CSEG_SLOT (64u * 1024u) /* data bytes per rank and parity */
+
+typedef struct nx_cseg_sig {
+  uint8_t op, dtype, redop, pad;
+  uint32_t root;
+  uint64_t count;
+} nx_cseg_sig;
+
+typedef struct nx_cseg_ctl {
+  _Atomic uint64_t arrive[2];
+  nx_cseg_sig sig[2];
+  char pad0[16];
+  _Atomic uint64_t entered; /* the latest sequence this rank began */
+  _Atomic uint64_t msg;     /* the latest sequence that took the message path */
+  char pad1[48];
+  _Atomic uint32_t gen, sleepers;
+  char pad2[56];
+} nx_cseg_ctl;
+
+typedef struct nx_cseg {
+  void *base;
+  size_t size;
+  uint32_t n, me;
+  uint64_t attempt;
+  nx_cseg_ctl *ctl;        /* ctl[0..n) */
+  uint8_t *data;           /* data of rank r, parity p: data + (2r + p) * NX_CSEG_SLOT */
+  uint64_t last_arrive[2]; /* sequence this rank last arrived at on parity p (+1; 0 never) */
+} nx_cseg;
+
+static inline uint8_t *nx_cseg_buf(const nx_cseg *s, uint32_t r, uint64_t seq) {
+  return s->data + ((size_t)r * 2 + (seq & 1)) * NX_CSEG_SLOT;
+}
+
+/* Rank 0: a new sealed segment for n ranks; *fd to offer to the others
+ * (closed by the caller). 0 or NOMEM/IO. */
+int nx_cseg_create(uint64_t comm_id, uint32_t n, uint64_t attempt, int *fd, nx_cseg **out);
+/* Offers segment fd to comm member root rank `peer` over the lane (retried
+ * through progress passes for up to 100 ms when its queue is full). 0 or -1.
+ * Takes ep->mu. */
+int nx_cseg_offer(nx_comm *c, uint32_t peer, uint64_t attempt, int fd);
+/* The lane delivered a segment offer (f: comm_id, tag = attempt) from p with
+ * fd (taken; closed here). Validated, mapped, kept as c->cseg_offer. */
+void nx_cseg_on_offer_locked(nx_ep *ep, nx_peer *p, uint64_t comm_id, uint64_t attempt, int fd);
+void nx_cseg_free(nx_cseg *s);
+
+/* Publishing: a store to arrive[p], msg or entered, then the doorbell. */
+void nx_cseg_arrive(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig);
+void nx_cseg_mark_msg(nx_cseg *s, uint64_t seq);
+void nx_cseg_enter(nx_cseg *s, uint64_t seq);
+
+/* What rank r's arrive[p] and msg say about sequence seq: 0 not yet, 1
+ * arrived, 2 it went past seq on the message path without arriving (a
+ * mismatch), NEXAR_ERR_PROTOCOL impossible. */
+int nx_cseg_arrival(uint64_t arrive, uint64_t msg, uint64_t seq);
+
+/* Waits until pred(arg, &who) returns non-zero (1 ready, < 0 an error that
+ * ends the wait), driving the engine like a request wait, for collective k.
+ * who: the rank pred waits for (to sleep on its doorbell). Returns 0, pred's
+ * error, k's failure (peer lost, aborted, a mismatch seen by a peer), or
+ * TIMEOUT after timeout_ms. */
+struct nx_coll;
+int nx_cseg_wait(nx_cseg *s, struct nx_coll *k, int (*pred)(void *arg, uint32_t *who), void *arg,
+                 uint32_t timeout_ms, const char *what);
+
+#endif
