@@ -34,7 +34,7 @@ step "ThreadSanitizer (threaded tests)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEXAR_TSAN=ON -DNEXAR_WERROR=ON >/dev/null
 cmake --build build-tsan -j"$J"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-  ctest -j"$J" --output-on-failure --timeout 900 -R "unit\.|p2p\.world|p2p\.bulk|rpc|integration\.fault$|integration\.(elastic_local|revoke_race|sparse_local)|collective\.(basic|nb|many_nb|split|errors|bulk_nb|v_ops|v_v|v_vnb|v_verr|v_sendrecv)|unit.sched_sim|device\.(threads|async)$")
+  ctest -j"$J" --output-on-failure --timeout 900 -R "unit\.|p2p\.world|p2p\.bulk|rpc|integration\.fault$|integration\.(elastic_local|revoke_race|sparse_local|shm\.world[0-9]*)|collective\.(basic|nb|many_nb|split|errors|bulk_nb|v_ops|v_v|v_vnb|v_verr|v_sendrecv)|unit.sched_sim|device\.(threads|async)$")
 
 step "libFuzzer targets (${NEXAR_FUZZ_SECONDS:-30} s each)"
 CC=clang cmake -S . -B build-fuzz -DNEXAR_FUZZ=ON -DBUILD_TESTING=OFF -DNEXAR_WERROR=ON \

@@ -194,8 +194,11 @@ static int arrived(void *arg, uint32_t *who) {
   for (; o->next < s->n; o->next++) {
     uint32_t r = o->next;
     if (r == s->me) continue;
-    uint64_t av = atomic_load_explicit(&s->ctl[r].arrive[p], memory_order_acquire);
-    int st = nx_cseg_arrival(av, atomic_load(&s->ctl[r].msg), o->seq);
+    /* msg first: a rank marks a later message-path sequence only after its
+     * arrival here, so seeing the mark means seeing the arrival too */
+    uint64_t mv = atomic_load(&s->ctl[r].msg);
+    uint64_t av = atomic_load(&s->ctl[r].arrive[p]);
+    int st = nx_cseg_arrival(av, mv, o->seq);
     if (st == 0) {
       *who = r;
       return 0;
