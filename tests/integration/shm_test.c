@@ -22,6 +22,7 @@
 
 #include "core/common.h"
 #include "runtime/comm.h"
+#include "runtime/cseg.h"
 
 static uint32_t W;
 static int FORGE;
@@ -53,6 +54,93 @@ static int state(nx_ep *ep, uint32_t peer) {
   int s = nx_shm_state_locked(ep->peers[peer]);
   pthread_mutex_unlock(&ep->mu);
   return s;
+}
+
+/* The communicator's collective segment: every blocking collective at
+ * sizes around what one rank may publish (NX_CSEG_SLOT: above it they take
+ * messages), checked exactly, with a non-blocking all_reduce in flight
+ * across them; then a blocking call against its non-blocking form and a
+ * count mismatch, both MISMATCH on every rank (never a hang). */
+static void segment(nexar_client *c, uint32_t me) {
+  const size_t slot = NX_CSEG_SLOT / sizeof(int32_t);
+  const size_t counts[] = {0, 1, slot / W - 1, slot / W, slot / W + 1, slot - 1, slot, slot + 1};
+  size_t maxc = (slot + 1) * W;
+  int32_t *a = malloc(maxc * sizeof *a), *b = malloc(maxc * sizeof *b);
+  int32_t nbv[64];
+  if (!c->cseg)
+    FAIL("no collective segment after %llu blocking calls", (unsigned long long)c->cseg_calls);
+  for (int i = 0; i < 64; i++)
+    nbv[i] = (int32_t)(me * 3 + (uint32_t)i);
+  nexar_request *q = NULL;
+  if (nexar_all_reduce_nb(c, nbv, 64, NEXAR_I32, NEXAR_SUM, &q)) FAIL("all_reduce_nb");
+  for (size_t k = 0; k < sizeof counts / sizeof *counts; k++) {
+    size_t n = counts[k];
+    uint32_t root = (uint32_t)(k % W);
+    for (size_t i = 0; i < n; i++)
+      a[i] = (int32_t)(me + i);
+    if (nexar_all_reduce(c, a, n, NEXAR_I32, NEXAR_SUM)) FAIL("segment all_reduce %zu", n);
+    for (size_t i = 0; i < n; i++)
+      if (a[i] != (int32_t)(W * (W - 1) / 2 + W * i)) FAIL("segment all_reduce %zu: %zu", n, i);
+    for (size_t i = 0; i < n; i++)
+      a[i] = (int32_t)(me + i);
+    if (nexar_reduce(c, a, n, NEXAR_I32, NEXAR_MAX, root)) FAIL("segment reduce %zu", n);
+    for (size_t i = 0; me == root && i < n; i++)
+      if (a[i] != (int32_t)(W - 1 + i)) FAIL("segment reduce %zu: %zu", n, i);
+    for (size_t i = 0; i < n; i++)
+      a[i] = me == root ? (int32_t)(7 * i + 1) : -1;
+    if (nexar_broadcast(c, a, n, NEXAR_I32, root)) FAIL("segment broadcast %zu", n);
+    for (size_t i = 0; i < n; i++)
+      if (a[i] != (int32_t)(7 * i + 1)) FAIL("segment broadcast %zu: %zu", n, i);
+    if (n * W > maxc) continue;
+    for (size_t i = 0; i < n; i++)
+      a[i] = (int32_t)(me * 1000003u + i);
+    if (nexar_all_gather(c, a, b, n, NEXAR_I32)) FAIL("segment all_gather %zu", n);
+    for (uint32_t r = 0; r < W; r++)
+      for (size_t i = 0; i < n; i++)
+        if (b[r * n + i] != (int32_t)(r * 1000003u + i)) FAIL("segment all_gather %zu", n);
+    memset(b, 0xee, n * W * sizeof *b);
+    if (nexar_gather(c, a, b, n, NEXAR_I32, root)) FAIL("segment gather %zu", n);
+    for (uint32_t r = 0; me == root && r < W; r++)
+      for (size_t i = 0; i < n; i++)
+        if (b[r * n + i] != (int32_t)(r * 1000003u + i)) FAIL("segment gather %zu", n);
+    for (size_t i = 0; i < n * W; i++)
+      b[i] = (int32_t)(me + i);
+    if (nexar_reduce_scatter(c, b, a, n, NEXAR_I32, NEXAR_SUM))
+      FAIL("segment reduce_scatter %zu", n);
+    for (size_t i = 0; i < n; i++)
+      if (a[i] != (int32_t)(W * (W - 1) / 2 + W * (me * n + i)))
+        FAIL("segment reduce_scatter %zu: %zu", n, i);
+    for (size_t i = 0; i < n * W; i++)
+      b[i] = (int32_t)(root * 77 + i);
+    if (nexar_scatter(c, me == root ? b : NULL, a, n, NEXAR_I32, root))
+      FAIL("segment scatter %zu", n);
+    for (size_t i = 0; i < n; i++)
+      if (a[i] != (int32_t)(root * 77 + me * n + i)) FAIL("segment scatter %zu: %zu", n, i);
+    for (uint32_t r = 0; r < W; r++)
+      for (size_t i = 0; i < n; i++)
+        b[r * n + i] = (int32_t)(me * 100 + r * 10000 + i);
+    if (nexar_all_to_all(c, b, a, n, NEXAR_I32)) FAIL("segment all_to_all %zu", n);
+    for (uint32_t r = 0; r < W; r++)
+      for (size_t i = 0; i < n; i++)
+        if (a[r * n + i] != (int32_t)(r * 100 + me * 10000 + i)) FAIL("segment all_to_all %zu", n);
+    if (nexar_barrier(c)) FAIL("segment barrier");
+  }
+  if (nexar_wait(q)) FAIL("all_reduce_nb across the segment's collectives");
+  for (int i = 0; i < 64; i++)
+    if (nbv[i] != (int32_t)(3 * W * (W - 1) / 2 + W * (uint32_t)i)) FAIL("all_reduce_nb: %d", i);
+  /* rank 0 blocking, the others non-blocking: MISMATCH everywhere */
+  int rc;
+  if (me == 0) {
+    rc = nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM);
+  } else if ((rc = nexar_all_reduce_nb(c, a, 4, NEXAR_I32, NEXAR_SUM, &q)) == 0) {
+    rc = nexar_wait(q);
+  }
+  if (rc != NEXAR_ERR_MISMATCH) FAIL("blocking against non-blocking: %s", nexar_strerror(rc));
+  rc = nexar_all_reduce(c, a, me == W - 1 ? 5 : 4, NEXAR_I32, NEXAR_SUM);
+  if (rc != NEXAR_ERR_MISMATCH) FAIL("counts 4 against 5: %s", nexar_strerror(rc));
+  if (nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM)) FAIL("all_reduce after the mismatches");
+  free(a);
+  free(b);
 }
 
 static void *rank_main(void *arg) {
@@ -108,6 +196,7 @@ static void *rank_main(void *arg) {
         FAIL("all_reduce %zu: element %zu", COUNTS[k], i);
   }
   free(v);
+  segment(c, me);
   pthread_barrier_wait(&g_bar);
   if (FORGE >= 0 && me == 0) {
     pthread_mutex_lock(&ep->mu);
