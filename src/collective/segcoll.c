@@ -324,7 +324,7 @@ int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
   }
   nx_cseg_arrive(o.s, o.seq, &o.sig);
   rc = nx_cseg_wait(o.s, j->k, arrived, &o, tmo, name);
-  if (!rc) compute(&o);
+  if (!rc && j->count) compute(&o); /* (count 0: buffers may be NULL) */
   return rc;
 }
 

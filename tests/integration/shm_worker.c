@@ -144,6 +144,11 @@ static void order(nexar_client *c) {
   if (nexar_barrier(c)) DIE(3, "last barrier");
   printf("rank %u: ok, %llu bytes to rank %u by the ring\n", me,
          (unsigned long long)stats(c, right).shm_bytes_sent, right);
+  free(a);
+  free(b);
+  free(rb);
+  free(sb);
+  free(rq);
 }
 
 static void kill_mode(nexar_client *c) {
