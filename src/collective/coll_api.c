@@ -323,7 +323,9 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
   int vrc = validate(j, nexar_rank(j->c), nexar_world_size(j->c));
   if (!vrc && nb && !req) vrc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: req is NULL", name);
   nx_job *run = NULL;
-  if (!vrc && nx_run_new(j, &run))
+  /* the segment's collectives run on this thread, from j: no run, no request */
+  int seg = !nb && !vrc && !j->no_seg && nx_segcoll_eligible(j);
+  if (!vrc && !seg && nx_run_new(j, &run))
     vrc = nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory for the request", name);
   nx_coll_sig sig = {
       .op = (uint8_t)j->kind,
@@ -363,14 +365,9 @@ static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, i
     nx_set_error_text(why);
     return vrc;
   }
-  if (!nb && !j->no_seg && nx_segcoll_eligible(at)) {
+  if (!run && !nb && !j->no_seg && nx_segcoll_eligible(at)) {
     rc = nx_segcoll_run(at, &sig);
-    rc = nx_run_end_now(at, rc);
-    char why[512] = "";
-    if (rc) snprintf(why, sizeof why, "%s", nexar_last_error());
-    nx_run_discard(run);
-    if (rc) nx_set_error_text(why);
-    return rc;
+    return nx_run_end_now(at, rc);
   }
   nx_segcoll_mark(at);
   nexar_request *r = nx_run_start(run);

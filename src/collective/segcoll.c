@@ -17,8 +17,10 @@
  * Which collectives: the blocking forms (a non-blocking one is a request the
  * engine advances, and keeps the message path) of all_reduce, broadcast,
  * reduce, all_gather, gather, reduce_scatter, scatter, all_to_all and
- * barrier, on host memory, when what a rank publishes fits NX_CSEG_SLOT,
- * unless a test forces an algorithm (nx_algo_force_*). */
+ * barrier, on host memory, when what a rank publishes fits its buffer
+ * (nx_cseg_slot: 1 MiB up to 16 ranks) and a reduction reads at most
+ * NX_CSEG_REDUCE_MAX bytes in all, unless a test forces an algorithm
+ * (nx_algo_force_*). */
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,7 +70,11 @@ int nx_segcoll_eligible(const nx_job *j) {
   if (!c->cseg || j->ad || c->size < 2) return 0;
   /* the largest contribution of any rank decides, so all ranks agree */
   size_t most = published(j, c->size, 1);
-  return most != SIZE_MAX && most <= NX_CSEG_SLOT;
+  if (most == SIZE_MAX || most > nx_cseg_slot(c->size)) return 0;
+  size_t reads = j->kind == NX_COLL_REDUCE_SCATTER ? most : most * c->size;
+  int reduces = j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE ||
+                j->kind == NX_COLL_REDUCE_SCATTER;
+  return !reduces || reads <= NX_CSEG_REDUCE_MAX;
 }
 
 /* ---------------------------------------------------------------- setup */

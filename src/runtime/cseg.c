@@ -33,7 +33,7 @@ static size_t data_off(uint32_t n) {
 }
 
 static size_t seg_size(uint32_t n) {
-  return data_off(n) + (size_t)n * 2 * NX_CSEG_SLOT;
+  return data_off(n) + (size_t)n * 2 * nx_cseg_slot(n);
 }
 
 static nx_cseg *wrap(void *base, uint32_t n, uint32_t me, uint64_t attempt) {
@@ -43,6 +43,7 @@ static nx_cseg *wrap(void *base, uint32_t n, uint32_t me, uint64_t attempt) {
   s->size = seg_size(n);
   s->n = n;
   s->me = me;
+  s->slot = nx_cseg_slot(n);
   s->attempt = attempt;
   s->ctl = (nx_cseg_ctl *)((uint8_t *)base + CSEG_CTL);
   s->data = (uint8_t *)base + data_off(n);
@@ -64,7 +65,7 @@ int nx_cseg_create(uint64_t comm_id, uint32_t n, uint64_t attempt, int *fd, nx_c
     *fd = -1;
     return rc;
   }
-  cseg_hdr h = {CSEG_MAGIC, comm_id, attempt, n, NX_CSEG_SLOT};
+  cseg_hdr h = {CSEG_MAGIC, comm_id, attempt, n, (uint32_t)nx_cseg_slot(n)};
   memcpy(base, &h, sizeof h);
   *out = wrap(base, n, 0, attempt);
   if (!*out) {
@@ -110,7 +111,7 @@ void nx_cseg_on_offer_locked(nx_ep *ep, nx_peer *p, uint64_t comm_id, uint64_t a
   cseg_hdr h;
   memcpy(&h, base, sizeof h);
   if (h.magic != CSEG_MAGIC || h.comm_id != comm_id || h.attempt != attempt || h.n != c->size ||
-      h.slot != NX_CSEG_SLOT)
+      h.slot != nx_cseg_slot(c->size))
     goto refuse;
   nx_cseg *s = wrap(base, c->size, c->rank, attempt);
   if (!s) goto refuse;

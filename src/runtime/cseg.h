@@ -2,10 +2,11 @@
  * communicator that live on one host, so small collectives go through it
  * directly (collective/segcoll.c) instead of as messages.
  *
- * Layout (all offsets fixed by the member count n and NX_CSEG_SLOT, which
+ * Layout (all offsets fixed by the member count n and nx_cseg_slot(n), which
  * both sides compute themselves): a header, then one control block per rank
  * (nx_cseg_ctl, three cache lines), then per rank two data buffers of
- * NX_CSEG_SLOT bytes (parity: collective sequence & 1).
+ * nx_cseg_slot(n) bytes (parity: collective sequence & 1). Pages are only
+ * backed once written, so a segment costs what its collectives use.
  *
  * Every collective a rank begins on the communicator, whatever its path,
  * stores entered = its sequence. Protocol of one collective with sequence
@@ -45,7 +46,16 @@
 
 #include "runtime/comm.h"
 
-#define NX_CSEG_SLOT (64u * 1024u) /* data bytes per rank and parity */
+/* Data bytes per rank and parity: 1 MiB, less from 16 ranks on so that a
+ * segment stays within 32 MiB (64 KiB at least). */
+static inline size_t nx_cseg_slot(uint32_t n) {
+  size_t s = (16u << 20) / (n ? n : 1);
+  return s > (1u << 20) ? (1u << 20) : s < (64u << 10) ? (64u << 10) : s & ~(size_t)4095;
+}
+/* Reductions through the segment read every rank's buffer: up to this many
+ * bytes in all (n x one rank's vector), beyond it the message path's
+ * reduce-scatter schedules share the work better. */
+#define NX_CSEG_REDUCE_MAX (512u * 1024u)
 
 typedef struct nx_cseg_sig {
   uint8_t op, dtype, redop, pad;
@@ -68,14 +78,15 @@ typedef struct nx_cseg {
   void *base;
   size_t size;
   uint32_t n, me;
+  size_t slot; /* nx_cseg_slot(n) */
   uint64_t attempt;
   nx_cseg_ctl *ctl;        /* ctl[0..n) */
-  uint8_t *data;           /* data of rank r, parity p: data + (2r + p) * NX_CSEG_SLOT */
+  uint8_t *data;           /* data of rank r, parity p: data + (2r + p) * slot */
   uint64_t last_arrive[2]; /* sequence this rank last arrived at on parity p (+1; 0 never) */
 } nx_cseg;
 
 static inline uint8_t *nx_cseg_buf(const nx_cseg *s, uint32_t r, uint64_t seq) {
-  return s->data + ((size_t)r * 2 + (seq & 1)) * NX_CSEG_SLOT;
+  return s->data + ((size_t)r * 2 + (seq & 1)) * s->slot;
 }
 
 /* Rank 0: a new sealed segment for n ranks; *fd to offer to the others

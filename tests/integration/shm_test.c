@@ -57,13 +57,15 @@ static int state(nx_ep *ep, uint32_t peer) {
 }
 
 /* The communicator's collective segment: every blocking collective at
- * sizes around what one rank may publish (NX_CSEG_SLOT: above it they take
+ * sizes around what one rank may publish (nx_cseg_slot: above it they take
  * messages), checked exactly, with a non-blocking all_reduce in flight
  * across them; then a blocking call against its non-blocking form and a
  * count mismatch, both MISMATCH on every rank (never a hang). */
 static void segment(nexar_client *c, uint32_t me) {
-  const size_t slot = NX_CSEG_SLOT / sizeof(int32_t);
-  const size_t counts[] = {0, 1, slot / W - 1, slot / W, slot / W + 1, slot - 1, slot, slot + 1};
+  const size_t slot = nx_cseg_slot(W) / sizeof(int32_t);
+  const size_t red = NX_CSEG_REDUCE_MAX / sizeof(int32_t) / W; /* reductions: the limit */
+  const size_t counts[] = {
+      0, 1, red - 1, red, red + 1, slot / W - 1, slot / W, slot / W + 1, slot - 1, slot, slot + 1};
   size_t maxc = (slot + 1) * W;
   int32_t *a = malloc(maxc * sizeof *a), *b = malloc(maxc * sizeof *b);
   int32_t nbv[64];
