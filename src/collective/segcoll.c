@@ -290,15 +290,18 @@ static void compute(const segop *o) {
   case NX_COLL_ALL_GATHER:
   case NX_COLL_GATHER:
     if (j->kind == NX_COLL_GATHER && me != j->root) break;
-    for (uint32_t r = 0; r < n; r++)
-      memmove(recv + (size_t)r * blk, nx_cseg_buf(s, r, o->seq), blk);
+    for (uint32_t r = 0; r < n; r++) /* our own block from send, unless in place */
+      if (r != me || j->send != recv + (size_t)r * blk)
+        memmove(recv + (size_t)r * blk, r == me ? j->send : nx_cseg_buf(s, r, o->seq), blk);
     break;
   case NX_COLL_SCATTER:
     memmove(recv, nx_cseg_buf(s, j->root, o->seq) + (size_t)me * blk, blk);
     break;
-  case NX_COLL_ALL_TO_ALL:
+  case NX_COLL_ALL_TO_ALL: /* send and recv never overlap (validated) */
     for (uint32_t r = 0; r < n; r++)
-      memcpy(recv + (size_t)r * blk, nx_cseg_buf(s, r, o->seq) + (size_t)me * blk, blk);
+      memcpy(recv + (size_t)r * blk,
+             (r == me ? (const uint8_t *)j->send : nx_cseg_buf(s, r, o->seq)) + (size_t)me * blk,
+             blk);
     break;
   default:
     break;

@@ -66,7 +66,7 @@ static void segment(nexar_client *c, uint32_t me) {
   const size_t red = NX_CSEG_REDUCE_MAX / sizeof(int32_t) / W; /* reductions: the limit */
   const size_t counts[] = {
       0, 1, red - 1, red, red + 1, slot / W - 1, slot / W, slot / W + 1, slot - 1, slot, slot + 1};
-  size_t maxc = (slot + 1) * W;
+  size_t maxc = ((slot > red ? slot : red) + 1) * W;
   int32_t *a = malloc(maxc * sizeof *a), *b = malloc(maxc * sizeof *b);
   int32_t nbv[64];
   if (!c->cseg)
