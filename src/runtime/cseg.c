@@ -84,18 +84,13 @@ int nx_cseg_offer(nx_comm *c, uint32_t peer, uint64_t attempt, int fd) {
   f.status = NX_LANE_CSEG;
   f.comm_id = c->id;
   f.tag = attempt;
-  uint64_t until = nx_now_ns() + 100000000ull;
-  for (;;) {
-    pthread_mutex_lock(&ep->mu);
-    nx_peer *p = ep->peers[peer];
-    f.src = ep->rank;
-    int rc = p->lane_ok && p->state == NX_PEER_UP ? nx_lane_send_ctl_locked(ep, p, &f, fd) : -1;
-    int again = rc && p->lane_ok && (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS);
-    pthread_mutex_unlock(&ep->mu);
-    if (!rc) return 0;
-    if (!again || nx_now_ns() > until) return -1;
-    usleep(100); /* the peer's lane queue is full: it drains it as it progresses */
-  }
+  pthread_mutex_lock(&ep->mu);
+  nx_peer *p = ep->peers[peer];
+  f.src = ep->rank;
+  /* sent, or kept and retried by the progress passes while its queue is full */
+  int rc = p->lane_ok && p->state == NX_PEER_UP ? nx_lane_send_ctl_owed_locked(ep, p, &f, fd) : -1;
+  pthread_mutex_unlock(&ep->mu);
+  return rc;
 }
 
 void nx_cseg_on_offer_locked(nx_ep *ep, nx_peer *p, uint64_t comm_id, uint64_t attempt, int fd) {

@@ -94,9 +94,9 @@ static inline uint8_t *nx_cseg_buf(const nx_cseg *s, uint32_t r, uint64_t seq) {
 /* Rank 0: a new sealed segment for n ranks; *fd to offer to the others
  * (closed by the caller). 0 or NOMEM/IO. */
 int nx_cseg_create(uint64_t comm_id, uint32_t n, uint64_t attempt, int *fd, nx_cseg **out);
-/* Offers segment fd to comm member root rank `peer` over the lane (retried
- * through progress passes for up to 100 ms when its queue is full). 0 or -1.
- * Takes ep->mu. */
+/* Offers segment fd to comm member root rank `peer` over the lane (kept and
+ * retried by the progress passes while its queue is full). 0 or -1. Takes
+ * ep->mu. */
 int nx_cseg_offer(nx_comm *c, uint32_t peer, uint64_t attempt, int fd);
 /* The lane delivered a segment offer (f: comm_id, tag = attempt) from p with
  * fd (taken; closed here). Validated, mapped, kept as c->cseg_offer. */

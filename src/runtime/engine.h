@@ -194,7 +194,6 @@ struct nx_peer {
   socklen_t lane_addrlen;
   int lane_known;          /* its hello gave the lane address: its datagrams are accepted */
   int lane_ok;             /* it answered our ping: small collective frames go by the lane */
-  int lane_owed;           /* ping (1) / pong (2) bits the lane could not take yet: retried */
   pid_t shm_pid;           /* its process id, when on this host */
   nx_shm *shm;             /* shared-memory rings with it (shm.c), NULL if none */
   nx_bulk *bulk;           /* TCP bulk stream (another host), set while dialing */
@@ -257,10 +256,10 @@ struct nx_ep {
   uint8_t shm_cookie[16]; /* a peer reads it to prove it can read our memory */
   int lane_fd;            /* same-host lane socket (lane.c), -1 if none */
   struct nx_lane_rx *lane_rx;
-  int lane_live;             /* a same-host peer's hello arrived: the lane is read */
-  int lane_owed;             /* some peer's lane_owed is set (lane.c retries them) */
-  _Atomic(nx_shm *) shm_all; /* every shared-memory segment (shm.c), push-front only */
-  uint64_t shm_dropped;      /* segments refused and malformed ring records */
+  int lane_live;                  /* a same-host peer's hello arrived: the lane is read */
+  struct nx_lane_owed *lane_owed; /* control datagrams the lane could not take yet (lane.c) */
+  _Atomic(nx_shm *) shm_all;      /* every shared-memory segment (shm.c), push-front only */
+  uint64_t shm_dropped;           /* segments refused and malformed ring records */
   /* inter-host bulk path (bulk.c) */
   int bulk_lfd;
   uint16_t bulk_port;
@@ -425,6 +424,12 @@ enum {
   NX_LANE_CSEG = 5 /* a communicator's collective segment (cseg.c): comm_id, tag = attempt */
 };
 int nx_lane_send_ctl_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, int fd);
+/* As nx_lane_send_ctl_locked for a datagram that must arrive (hand-shakes,
+ * segment offers): one the peer's full queue could not take is kept (with a
+ * duplicate of fd) and retried by the progress passes while p is not dead.
+ * 0 sent or kept; -1 (errno) if it can never go (no such socket: another
+ * network namespace). fd stays the caller's. */
+int nx_lane_send_ctl_owed_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, int fd);
 /* nx_lane_deliver_locked with the fd that came with the datagram: *fd is
  * taken (set to -1) when a segment offer uses it; the caller closes it
  * otherwise. */

@@ -18,6 +18,7 @@
  * peers in other network namespaces (other abstract socket spaces) never
  * use it. All under ep->mu. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,13 @@ struct nx_lane_rx {
   uint8_t data[LANE_BATCH][LANE_BUF];
   int busy;
 };
+
+typedef struct nx_lane_owed {
+  struct nx_lane_owed *next;
+  uint32_t peer;
+  nx_frame f;
+  int fd; /* a duplicate, or -1 */
+} nx_lane_owed;
 
 static socklen_t lane_name(struct sockaddr_un *a, const uint8_t cookie[16]) {
   memset(a, 0, sizeof *a);
@@ -76,6 +84,12 @@ int nx_lane_open(nx_ep *ep) {
 }
 
 void nx_lane_close(nx_ep *ep) {
+  while (ep->lane_owed) {
+    nx_lane_owed *o = ep->lane_owed;
+    ep->lane_owed = o->next;
+    if (o->fd >= 0) close(o->fd);
+    free(o);
+  }
   if (ep->lane_fd >= 0) close(ep->lane_fd);
   ep->lane_fd = -1;
   free(ep->lane_rx);
@@ -122,38 +136,68 @@ int nx_lane_send_ctl_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, int fd) {
   return send_dgram_fd(ep, p, f, NULL, 0, fd);
 }
 
-/* A ping or pong the peer's queue could not take (many ranks pinging at
- * start-up fill it) is owed and retried by the progress passes: without it
- * the pair would never bring its lane, nor its rings, up. Other errors (no
- * such socket: the peer is in another network namespace) are final. */
+/* Control datagrams that must arrive: one the peer's queue could not take
+ * (many ranks pinging at start-up fill it) waits here and every progress
+ * pass retries it, in order; without that a pair would never bring its lane
+ * (nor its rings, nor a communicator's segment) up. */
+
+static int transient(int e) {
+  return e == EAGAIN || e == EWOULDBLOCK || e == ENOBUFS || e == EINTR;
+}
+
+int nx_lane_send_ctl_owed_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, int fd) {
+  nx_lane_owed **tail = &ep->lane_owed;
+  int queued = 0; /* keep the order behind what already waits for this peer */
+  for (; *tail; tail = &(*tail)->next)
+    queued |= (*tail)->peer == p->rank;
+  if (!queued && nx_lane_send_ctl_locked(ep, p, f, fd) == 0) return 0;
+  if (!queued && !transient(errno)) return -1;
+  nx_lane_owed *o = malloc(sizeof *o);
+  if (!o || (fd >= 0 && (o->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0)) < 0)) {
+    free(o);
+    return -1;
+  }
+  if (fd < 0) o->fd = -1;
+  NX_DEBUG("lane to rank %u: control datagram %d owed", p->rank, f->status);
+  o->next = NULL;
+  o->peer = p->rank;
+  o->f = *f;
+  *tail = o;
+  return 0;
+}
+
+static void retry_owed(nx_ep *ep) {
+  uint32_t stuck = UINT32_MAX; /* a peer whose queue is still full: its later ones wait */
+  for (nx_lane_owed **pp = &ep->lane_owed; *pp;) {
+    nx_lane_owed *o = *pp;
+    nx_peer *p = o->peer < ep->world ? ep->peers[o->peer] : NULL;
+    int drop = !p || p->state == NX_PEER_DEAD;
+    if (!drop && o->peer != stuck) {
+      if (nx_lane_send_ctl_locked(ep, p, &o->f, o->fd) == 0)
+        drop = 1;
+      else if (transient(errno))
+        stuck = o->peer;
+      else
+        drop = 1;
+    }
+    if (!drop) {
+      pp = &o->next;
+      continue;
+    }
+    *pp = o->next;
+    if (o->fd >= 0) close(o->fd);
+    free(o);
+  }
+}
+
 static void ping(nx_ep *ep, nx_peer *p, int kind) {
   nx_frame f = {0};
   f.kind = NX_KIND_LANE;
   f.src = ep->rank;
   f.status = kind;
-  int bit = kind == LANE_PING ? 1 : 2;
-  if (send_dgram(ep, p, &f, NULL, 0) == 0) {
-    p->lane_owed &= ~bit;
-    return;
-  }
-  NX_DEBUG("lane %s to rank %u: %s", kind == LANE_PING ? "ping" : "pong", p->rank, strerror(errno));
-  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS || errno == EINTR) {
-    p->lane_owed |= bit;
-    ep->lane_owed = 1;
-  }
-}
-
-static void retry_owed(nx_ep *ep) {
-  ep->lane_owed = 0;
-  for (uint32_t j = 0; j < ep->world; j++) {
-    nx_peer *p = ep->peers[j];
-    if (!p || !p->lane_owed || p->state == NX_PEER_DEAD) continue;
-    int owed = p->lane_owed;
-    if (owed & 2) ping(ep, p, LANE_PONG);
-    if ((owed & 1) && !p->lane_ok) ping(ep, p, LANE_PING);
-    if (p->lane_ok) p->lane_owed &= ~1;
-    if (p->lane_owed) ep->lane_owed = 1;
-  }
+  if (nx_lane_send_ctl_owed_locked(ep, p, &f, -1))
+    NX_DEBUG("lane %s to rank %u: %s", kind == LANE_PING ? "ping" : "pong", p->rank,
+             strerror(errno));
 }
 
 void nx_lane_hello_locked(nx_ep *ep, nx_peer *p, const uint8_t cookie[16]) {

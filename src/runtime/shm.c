@@ -81,10 +81,6 @@ struct nx_shm {
   int busy;        /* being drained (re-entry from delivery) */
   shm_bl *bl_head, *bl_tail;
   uint64_t bl_bytes;
-  /* set-up datagrams the lane could not take (its peer's queue was full):
-   * retried by every poll until they go */
-  int offer_fd;    /* lower side: the segment, until its offer is sent */
-  int ack_pending; /* higher side: SEG_OK still to send */
 };
 
 /* ------------------------------------------------- process-wide mappings */
@@ -147,7 +143,6 @@ static nx_shm *seg_new(nx_ep *ep, nx_peer *p, void *base) {
   if (!s) return NULL;
   s->peer = p;
   s->base = base;
-  s->offer_fd = -1;
   int lower = ep->rank < p->rank;
   uint8_t *b = base;
   nx_ring_ctl *a = (nx_ring_ctl *)(b + SHM_CTL_A), *bb = (nx_ring_ctl *)(b + SHM_CTL_B);
@@ -160,12 +155,15 @@ static nx_shm *seg_new(nx_ep *ep, nx_peer *p, void *base) {
   return s;
 }
 
+/* A lane control datagram: the set-up ones must arrive (the lane keeps and
+ * retries them), a doorbell is only worth sending now. */
 static int send_ctl(nx_ep *ep, nx_peer *p, int what, int fd) {
   nx_frame f = {0};
   f.kind = NX_KIND_LANE;
   f.src = ep->rank;
   f.status = what;
-  return nx_lane_send_ctl_locked(ep, p, &f, fd);
+  return what == NX_LANE_BELL ? nx_lane_send_ctl_locked(ep, p, &f, fd)
+                              : nx_lane_send_ctl_owed_locked(ep, p, &f, fd);
 }
 
 void nx_shm_lane_up_locked(nx_ep *ep, nx_peer *p) {
@@ -177,7 +175,8 @@ void nx_shm_lane_up_locked(nx_ep *ep, nx_peer *p) {
   }
   void *base = NULL;
   if (ftruncate(fd, (off_t)SHM_SIZE) ||
-      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) || !(base = nx_shm_map(fd, SHM_SIZE))) {
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) ||
+      !(base = nx_shm_map(fd, SHM_SIZE))) {
     NX_DEBUG("shm to rank %u: segment: %s", p->rank, strerror(errno));
     close(fd);
     return;
@@ -189,11 +188,8 @@ void nx_shm_lane_up_locked(nx_ep *ep, nx_peer *p) {
     close(fd);
     return;
   }
-  if (send_ctl(ep, p, NX_LANE_SEG, fd)) { /* e.g. the peer's lane queue is full: retried */
-    NX_DEBUG("shm to rank %u: offer not sent yet: %s", p->rank, strerror(errno));
-    p->shm->offer_fd = fd;
-    return;
-  }
+  if (send_ctl(ep, p, NX_LANE_SEG, fd))
+    NX_DEBUG("shm to rank %u: offer not sent: %s", p->rank, strerror(errno));
   close(fd); /* the mapping (and the peer's copy of the fd) keep it */
 }
 
@@ -225,11 +221,9 @@ void nx_shm_on_seg_locked(nx_ep *ep, nx_peer *p, int fd) {
     nx_shm_unmap(base);
     goto out;
   }
-  if (send_ctl(ep, p, NX_LANE_SEG_OK, -1) == 0) {
+  if (send_ctl(ep, p, NX_LANE_SEG_OK, -1) == 0) { /* sent or kept for the lane's retries */
     s->up = 1;
     NX_DEBUG("shm to rank %u up", p->rank);
-  } else {
-    s->ack_pending = 1; /* retried by the polls */
   }
 out:
   close(fd);
@@ -436,23 +430,9 @@ static int drain(nx_ep *ep, nx_shm *s) {
   return took;
 }
 
-/* Set-up datagrams that did not go the first time. */
-static void retry_setup(nx_ep *ep, nx_shm *s) {
-  if (s->offer_fd >= 0 && send_ctl(ep, s->peer, NX_LANE_SEG, s->offer_fd) == 0) {
-    close(s->offer_fd);
-    s->offer_fd = -1;
-  }
-  if (s->ack_pending && send_ctl(ep, s->peer, NX_LANE_SEG_OK, -1) == 0) {
-    s->ack_pending = 0;
-    s->up = 1;
-    NX_DEBUG("shm to rank %u up", s->peer->rank);
-  }
-}
-
 void nx_shm_poll_locked(nx_ep *ep) {
   for (nx_shm *s = atomic_load(&ep->shm_all); s; s = s->next) {
     if (atomic_load(&s->dead)) continue;
-    if (s->offer_fd >= 0 || s->ack_pending) retry_setup(ep, s);
     drain(ep, s);
     if (s->bl_head && !atomic_load(&s->dead)) flush_backlog(ep, s);
   }
@@ -504,7 +484,6 @@ void nx_shm_free(nx_ep *ep) {
       free(b);
     }
     nx_shm_unmap(s->base);
-    if (s->offer_fd >= 0) close(s->offer_fd);
     s->peer->shm = NULL;
     free(s);
   }
