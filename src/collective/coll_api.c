@@ -365,10 +365,8 @@ static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, i
     nx_set_error_text(why);
     return vrc;
   }
-  if (!run && !nb && !j->no_seg && nx_segcoll_eligible(at)) {
-    rc = nx_segcoll_run(at, &sig);
-    return nx_run_end_now(at, rc);
-  }
+  if (!run) /* a valid call without a run: coll_call chose the segment */
+    return nx_run_end_now(at, nx_segcoll_run(at, &sig));
   nx_segcoll_mark(at);
   nexar_request *r = nx_run_start(run);
   if (nb) {

@@ -22,14 +22,8 @@ BOUND_MS=${BOUND_MS:-2500}
 SOCK_BOUND_MS=${SOCK_BOUND_MS:-600}
 LATER_MS=${LATER_MS:-300} # sanitizer builds set more: the worker refills its buffers first
 N=3
-D=$(mktemp -d /tmp/nxfault.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$D"
-}
-trap cleanup EXIT
-export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+. "$(dirname "$0")/proc_lib.sh"
+proc_scratch nxfault
 export NEXAR_HEARTBEAT_INTERVAL_MS=200 NEXAR_HEARTBEAT_TIMEOUT_MS=1000
 export NEXAR_COLLECTIVE_TIMEOUT_MS=20000 NEXAR_BARRIER_TIMEOUT_MS=20000
 export NEXAR_RECOVERY_POLICY=manual NEXAR_CONNECT_TIMEOUT_MS=20000

@@ -11,14 +11,8 @@ SEED=$1 HOLDER=$2 WORKER=$3
 N=3 IDLE=${IDLE:-2000}
 FORM_BOUND_S=${FORM_BOUND_S:-25}
 THREAD_BOUND=${THREAD_BOUND:-40}
-D=$(mktemp -d /tmp/nxflood.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$D"
-}
-trap cleanup EXIT
-export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+. "$(dirname "$0")/proc_lib.sh"
+proc_scratch nxflood
 export NEXAR_CONNECT_TIMEOUT_MS=30000
 NOFILE=${SEED_NOFILE:-1024}
 HARD=$(ulimit -Hn)

@@ -15,14 +15,8 @@ RANDOM=${4:-4242}
 N=3
 BOUND_MS=${BOUND_MS:-4000}
 MAX_DELAY_MS=${MAX_DELAY_MS:-900}
-D=$(mktemp -d /tmp/nxkill.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$D"
-}
-trap cleanup EXIT
-export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+. "$(dirname "$0")/proc_lib.sh"
+proc_scratch nxkill
 export NEXAR_CONNECT_TIMEOUT_MS=20000
 export NEXAR_HEARTBEAT_INTERVAL_MS=200 NEXAR_HEARTBEAT_TIMEOUT_MS=1000
 export NEXAR_WORLD_SIZE=$N

@@ -9,14 +9,8 @@
 set -u
 SEED=$1 WORKER=$2 FORGER=$3
 BOUND_MS=${BOUND_MS:-2500}
-D=$(mktemp -d /tmp/nxshm.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$D"
-}
-trap cleanup EXIT
-export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+. "$(dirname "$0")/proc_lib.sh"
+proc_scratch nxshm
 export NEXAR_HEARTBEAT_INTERVAL_MS=200 NEXAR_HEARTBEAT_TIMEOUT_MS=1000
 export NEXAR_COLLECTIVE_TIMEOUT_MS=20000 NEXAR_CONNECT_TIMEOUT_MS=20000
 export NEXAR_RECOVERY_POLICY=manual
