@@ -322,7 +322,7 @@ int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
   /* a peer failed it before we began (it told us): nothing to publish */
   int rc = nx_coll_failed(j->k);
   if (rc) return rc;
-  rc = nx_cseg_wait(o.s, j->k, drained, &o, tmo, name);
+  rc = nx_cseg_wait(o.s, j->k, drained, &o, tmo, name, "it to begin the next collective");
   if (rc) return rc; /* not arrived: nobody waits for what we would have written */
   if (pub) {
     const void *src =
@@ -332,7 +332,7 @@ int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
     memcpy(nx_cseg_buf(o.s, c->rank, o.seq), src, pub);
   }
   nx_cseg_arrive(o.s, o.seq, &o.sig);
-  rc = nx_cseg_wait(o.s, j->k, arrived, &o, tmo, name);
+  rc = nx_cseg_wait(o.s, j->k, arrived, &o, tmo, name, "its arrival");
   if (!rc && j->count) compute(&o); /* (count 0: buffers may be NULL) */
   return rc;
 }

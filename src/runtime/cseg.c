@@ -172,7 +172,7 @@ int nx_cseg_arrival(uint64_t a, uint64_t msg, uint64_t seq) {
 /* -------------------------------------------------------------- waiting */
 
 int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), void *arg,
-                 uint32_t timeout_ms, const char *what) {
+                 uint32_t timeout_ms, const char *what, const char *step) {
   uint32_t who = 0;
   int rc = pred(arg, &who);
   if (rc) return rc < 0 ? rc : 0;
@@ -187,10 +187,10 @@ int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), 
       if ((rc = nx_coll_failed(k))) return rc;
       if (now >= deadline)
         return nx_fail(NEXAR_ERR_TIMEOUT,
-                       "%s #%llu on comm %llu: no word from rank %u in %u ms (shared-memory "
-                       "segment)",
+                       "%s #%llu on comm %llu: no word from rank %u in %u ms (waiting for %s "
+                       "in the shared-memory segment)",
                        what, (unsigned long long)nx_coll_seq(k),
-                       (unsigned long long)nx_coll_client(k)->id, who, timeout_ms);
+                       (unsigned long long)nx_coll_client(k)->id, who, timeout_ms, step);
       spin = now < spin_until;
     }
     if (spin) {

@@ -117,9 +117,10 @@ int nx_cseg_arrival(uint64_t arrive, uint64_t msg, uint64_t seq);
  * ends the wait), driving the engine like a request wait, for collective k.
  * who: the rank pred waits for (to sleep on its doorbell). Returns 0, pred's
  * error, k's failure (peer lost, aborted, a mismatch seen by a peer), or
- * TIMEOUT after timeout_ms. */
+ * TIMEOUT after timeout_ms, naming what (the operation) and step (what it
+ * waited for). */
 struct nx_coll;
 int nx_cseg_wait(nx_cseg *s, struct nx_coll *k, int (*pred)(void *arg, uint32_t *who), void *arg,
-                 uint32_t timeout_ms, const char *what);
+                 uint32_t timeout_ms, const char *what, const char *step);
 
 #endif
