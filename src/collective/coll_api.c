@@ -353,8 +353,6 @@ static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, i
   }
   at->rank = nx_coll_rank(at->k);
   at->world = nx_coll_size(at->k);
-  nx_algo_params_from_config(&at->params, nx_coll_config(at->k));
-  at->params.topology = nx_coll_graph(at->k, &at->params.degree);
   if (vrc) {
     /* Our own argument error is this caller's answer, even when a peer's
      * failure of the same collective reached the port first. */
@@ -367,6 +365,8 @@ static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, i
   }
   if (!run) /* a valid call without a run: coll_call chose the segment */
     return nx_run_end_now(at, nx_segcoll_run(at, &sig));
+  nx_algo_params_from_config(&at->params, nx_coll_config(at->k));
+  at->params.topology = nx_coll_graph(at->k, &at->params.degree);
   nx_segcoll_mark(at);
   nexar_request *r = nx_run_start(run);
   if (nb) {

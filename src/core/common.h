@@ -45,6 +45,10 @@ void nx_log_write(int level, const char *fmt, ...) NX_PRINTF(2, 3);
 
 /* Monotonic clock in nanoseconds (CLOCK_MONOTONIC). */
 uint64_t nx_now_ns(void);
+/* The same clock at the kernel tick's resolution (a few ms), for a fraction
+ * of the cost: what diagnostics stamp on every operation. Never ahead of
+ * nx_now_ns. */
+uint64_t nx_coarse_ns(void);
 /* Fills buf from the OS CSPRNG (getrandom); 0 or NEXAR_ERR_IO. */
 int nx_random(void *buf, size_t len);
 /* Constant-time comparison: 1 if equal. */

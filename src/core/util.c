@@ -13,6 +13,12 @@ uint64_t nx_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t nx_coarse_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 int nx_random(void *buf, size_t len) {
   uint8_t *p = buf;
   while (len > 0) {

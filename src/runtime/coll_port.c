@@ -169,10 +169,17 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   *out = NULL;
   int rc = nx_comm_check(c, op_name(sig->op));
   if (rc) return rc;
-  nx_coll *k = nx_calloc(1, sizeof *k);
-  if (!k) return nx_fail(NEXAR_ERR_NOMEM, "%s", op_name(sig->op));
   nx_ep *ep = c->ep;
   pthread_mutex_lock(&ep->mu);
+  /* the last one that ended, if any: a blocking loop allocates nothing */
+  nx_coll *k = c->coll_spare;
+  c->coll_spare = NULL;
+  if (k) {
+    memset(k, 0, sizeof *k);
+  } else if (!(k = nx_calloc(1, sizeof *k))) {
+    pthread_mutex_unlock(&ep->mu);
+    return nx_fail(NEXAR_ERR_NOMEM, "%s", op_name(sig->op));
+  }
   if ((rc = nx_comm_check_peer_locked(c, op_name(sig->op), UINT32_MAX))) {
     pthread_mutex_unlock(&ep->mu);
     free(k);
@@ -468,7 +475,8 @@ int nx_coll_waitall(nx_coll *k, nx_creq **r, size_t n) {
 int nx_coll_end(nx_coll *k, int rc) {
   nexar_client *c = k->c;
   nx_ep *ep = c->ep;
-  char why[256] = "";
+  char why[256];
+  why[0] = 0;
   if (rc) snprintf(why, sizeof why, "%s", nexar_last_error());
   pthread_mutex_lock(&ep->mu);
   if (rc && k->ac.failed_rc && rc != k->ac.failed_rc) { /* report the root cause */
@@ -497,17 +505,24 @@ int nx_coll_end(nx_coll *k, int rc) {
       break;
     }
   if (rc) c->last_fail_seq = k->ac.seq, c->last_fail_rc = rc;
-  pthread_mutex_unlock(&ep->mu);
-  /* requests still out (cancelled sends) finish shortly; wait so no buffer is
-   * touched after we return */
-  for (size_t i = 0; i < k->nreqs; i++) {
-    k->reqs[i]->timeout_ms = 0;
-    nx_req_wait(k->reqs[i]);
-    nx_req_free(k->reqs[i]);
+  nx_comm_log_end_locked(c, k->log_id, rc, rc ? why : NULL);
+  int spare = !k->nreqs && !c->coll_spare; /* k is the next begin's from here */
+  if (spare) {
+    free(k->reqs);
+    c->coll_spare = k;
   }
-  free(k->reqs);
-  nx_comm_log_end(c, k->log_id, rc, rc ? why : NULL);
-  free(k);
+  pthread_mutex_unlock(&ep->mu);
+  if (!spare) {
+    /* requests still out (cancelled sends) finish shortly; wait so no
+     * buffer is touched after we return */
+    for (size_t i = 0; i < k->nreqs; i++) {
+      k->reqs[i]->timeout_ms = 0;
+      nx_req_wait(k->reqs[i]);
+      nx_req_free(k->reqs[i]);
+    }
+    free(k->reqs);
+    free(k);
+  }
   if (rc) nx_set_error_text(why);
   return rc;
 }

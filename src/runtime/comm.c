@@ -75,14 +75,18 @@ int nx_comm_new(nx_ep *ep, uint64_t id, const uint32_t *members, uint32_t n, uin
   return 0;
 }
 
-void nx_comm_log_end(nx_comm *c, uint64_t id, int rc, const char *detail) {
-  pthread_mutex_lock(&c->ep->mu);
+void nx_comm_log_end_locked(nx_comm *c, uint64_t id, int rc, const char *detail) {
   nx_oplog_end(&c->log, id, rc, detail);
   if (rc == NEXAR_ERR_TIMEOUT) {
     NX_ERROR("timeout on comm %llu rank %u: %s", (unsigned long long)c->id, c->rank,
              detail ? detail : "");
     if (c->ep->knobs.dump_on_timeout) nx_oplog_dump(&c->log, stderr, c->id, c->rank);
   }
+}
+
+void nx_comm_log_end(nx_comm *c, uint64_t id, int rc, const char *detail) {
+  pthread_mutex_lock(&c->ep->mu);
+  nx_comm_log_end_locked(c, id, rc, detail);
   pthread_mutex_unlock(&c->ep->mu);
 }
 
@@ -433,6 +437,7 @@ void nexar_client_del(nexar_client *c) {
   free(c->dead);
   nx_cseg_free(c->cseg);
   nx_cseg_free(c->cseg_offer);
+  free(c->coll_spare);
   free(c);
 }
 

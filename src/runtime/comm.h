@@ -48,6 +48,7 @@ struct nexar_client {
   /* collectives */
   uint64_t next_seq;
   nx_active_coll *colls; /* in flight, under ep->mu */
+  struct nx_coll *coll_spare; /* the last that ended (under ep->mu): the next begin's */
   uint64_t *failed_seqs; /* peers reported these as failed before we began them */
   int32_t *failed_codes;
   uint64_t last_fail_seq; /* the latest collective that failed here, and why */
@@ -87,6 +88,7 @@ static inline uint32_t nx_comm_rank_of(const nx_comm *c, uint32_t root) {
 /* Ends log entry id; on a timeout writes the log to stderr when
  * NEXAR_DUMP_ON_TIMEOUT is set. Takes ep->mu. */
 void nx_comm_log_end(nx_comm *c, uint64_t id, int rc, const char *detail);
+void nx_comm_log_end_locked(nx_comm *c, uint64_t id, int rc, const char *detail);
 
 /* Creates a communicator over ep (takes a reference on ep) for view epoch
  * `epoch`, derived from comm parent_id (0: none). */

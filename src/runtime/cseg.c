@@ -178,12 +178,15 @@ int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), 
   if (rc) return rc < 0 ? rc : 0;
   nx_ep *ep = nx_coll_client(k)->ep;
   int yield;
-  uint64_t t0 = nx_now_ns(), spin_until = t0 + nx_ep_spin_ns(ep, &yield);
-  uint64_t deadline = timeout_ms ? t0 + (uint64_t)timeout_ms * 1000000ull : UINT64_MAX;
+  uint64_t spin_ns = nx_ep_spin_ns(ep, &yield), spin_until = 0, deadline = 0;
   for (uint32_t pass = 1;; pass++) {
     int spin = 1;
-    if ((pass & 63) == 0) {
+    if ((pass & 63) == 0) { /* the clock from here: most waits end sooner */
       uint64_t now = nx_now_ns();
+      if (!spin_until) {
+        spin_until = now + spin_ns;
+        deadline = timeout_ms ? now + (uint64_t)timeout_ms * 1000000ull : UINT64_MAX;
+      }
       if ((rc = nx_coll_failed(k))) return rc;
       if (now >= deadline)
         return nx_fail(NEXAR_ERR_TIMEOUT,

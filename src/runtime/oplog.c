@@ -16,7 +16,7 @@ uint64_t nx_oplog_begin(nx_oplog *l, uint64_t seq, const char *op, uint64_t byte
   e->peer = peer;
   e->tag = tag;
   e->state = NX_OP_RUNNING;
-  e->t_start = nx_now_ns();
+  e->t_start = nx_coarse_ns(); /* ms matter here, and it runs per call */
   return id;
 }
 
@@ -25,7 +25,7 @@ void nx_oplog_end(nx_oplog *l, uint64_t id, int rc, const char *detail) {
   if (e->id != id || e->state != NX_OP_RUNNING) return; /* overwritten since */
   e->state = rc ? NX_OP_FAILED : NX_OP_DONE;
   e->rc = rc;
-  e->t_end = nx_now_ns();
+  e->t_end = nx_coarse_ns();
   if (rc && detail) snprintf(e->detail, sizeof e->detail, "%s", detail);
 }
 
