@@ -50,6 +50,7 @@ typedef struct nx_job {
   const nexar_device_adapter *ad;
   int host_only;
   int no_seg; /* the segment's own set-up (segcoll.c): the message path, no attempt */
+  int seg_nowait; /* through the segment without waiting for the others (nx_segcoll_nowait) */
 } nx_job;
 
 /* Scratch memory owned by the job, freed only after nx_coll_end (so a
@@ -192,5 +193,9 @@ int nx_segcoll_prepare(nexar_client *c);
 int nx_segcoll_eligible(const nx_job *j);
 int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig);
 void nx_segcoll_mark(nx_job *j);
+/* Does j, which takes the segment, only write (a broadcast's or scatter's
+ * root)? Then it returns once its data is out; the readers check its
+ * signature on arrival, it checks theirs at its next collective. */
+int nx_segcoll_nowait(const nx_job *j);
 
 #endif

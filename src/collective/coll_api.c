@@ -325,6 +325,10 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
   nx_job *run = NULL;
   /* the segment's collectives run on this thread, from j: no run, no request */
   int seg = !nb && !vrc && !j->no_seg && nx_segcoll_eligible(j);
+  if (seg && nx_segcoll_nowait(j)) {
+    j->seg_nowait = 1;
+    nx_coll_mark_seg_nowait(j->c, j->c->next_seq); /* this thread alone moves it */
+  }
   if (!vrc && !seg && nx_run_new(j, &run))
     vrc = nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory for the request", name);
   nx_coll_sig sig = {

@@ -193,10 +193,81 @@ typedef struct segop {
   uint32_t next; /* the first rank not yet seen */
 } segop;
 
+static int mismatch(const segop *o, uint64_t k, const nx_cseg_sig *ours, uint32_t r,
+                    const nx_cseg_sig *theirs) {
+  char mine[96], other[96], late[48] = "";
+  nx_coll_describe(mine, sizeof mine, ours->op, ours->dtype, ours->redop, ours->root, ours->count);
+  nx_coll_describe(other, sizeof other, theirs->op, theirs->dtype, theirs->redop, theirs->root,
+                   theirs->count);
+  if (k != o->seq) snprintf(late, sizeof late, " (found at #%llu)", (unsigned long long)o->seq);
+  return nx_fail(NEXAR_ERR_MISMATCH, "collective #%llu on comm %llu: rank %u called %s, rank %u called %s%s",
+                 (unsigned long long)k, (unsigned long long)o->j->c->id, o->s->me, mine, r, other,
+                 late);
+}
+
+/* The collectives we finished without waiting (nowait), up to sequence
+ * upto, against every other rank's words now that it is past them: 1 all
+ * checked, 0 a rank is not past one yet (*who), < 0 what was wrong. A rank
+ * that took one by messages is told, as it may be waiting for our frames. */
+static int check_pending(segop *o, uint64_t upto, uint32_t *who) {
+  nx_cseg *s = o->s;
+  while (s->npend && s->pend[0] <= upto) {
+    uint64_t k = s->pend[0];
+    const nx_cseg_sig *ours = &s->pend_sig[0];
+    unsigned p = (unsigned)(k % NX_CSEG_RING);
+    for (uint32_t r = 0; r < s->n; r++) {
+      if (r == s->me) continue;
+      /* entered first: it wrote its arrival or mark of k before it */
+      uint64_t ev = atomic_load_explicit(&s->ctl[r].entered, memory_order_acquire);
+      uint64_t mv = atomic_load(&s->ctl[r].msg);
+      uint64_t av = atomic_load(&s->ctl[r].arrive[p]);
+      int st = nx_cseg_past(av, mv, ev, k);
+      if (st == 0) {
+        *who = r;
+        return 0;
+      }
+      int rc = 0;
+      if (st == 1) {
+        nx_cseg_sig theirs = s->ctl[r].sig[p];
+        /* reused meanwhile (see nx_segcoll_mark): nothing to say */
+        if (atomic_load(&s->ctl[r].arrive[p]) == av && memcmp(&theirs, ours, sizeof theirs))
+          rc = mismatch(o, k, ours, r, &theirs);
+      } else if (st == 2) {
+        rc = nx_fail(NEXAR_ERR_MISMATCH,
+                     "collective #%llu on comm %llu: rank %u called a blocking collective that "
+                     "took the shared segment, rank %u one that took the message path (found at "
+                     "#%llu)",
+                     (unsigned long long)k, (unsigned long long)o->j->c->id, s->me, r,
+                     (unsigned long long)o->seq);
+        char why[256];
+        snprintf(why, sizeof why, "%s", nexar_last_error());
+        nx_coll_tell_failed(o->j->c, r, k, NEXAR_ERR_MISMATCH);
+        nx_set_error_text(why);
+      } else if (st == 3) {
+        /* refused (bad arguments) or failed there, most often on a
+         * mismatch it was told of: what a peer's refusal reads as anyway */
+        rc = nx_fail(NEXAR_ERR_MISMATCH,
+                     "collective #%llu on comm %llu: rank %u left it without taking part (it "
+                     "failed or refused it there; found at #%llu)",
+                     (unsigned long long)k, (unsigned long long)o->j->c->id, r,
+                     (unsigned long long)o->seq);
+      } /* 4 cannot happen (see nx_segcoll_mark); it would mean past k + 2 */
+      if (rc) {
+        s->npend = 0; /* told once */
+        return rc;
+      }
+    }
+    s->npend--;
+    memmove(s->pend, s->pend + 1, s->npend * sizeof s->pend[0]);
+    memmove(s->pend_sig, s->pend_sig + 1, s->npend * sizeof s->pend_sig[0]);
+  }
+  return 1;
+}
+
 static int arrived(void *arg, uint32_t *who) {
   segop *o = arg;
   nx_cseg *s = o->s;
-  int p = (int)(o->seq & 1);
+  unsigned p = (unsigned)(o->seq % NX_CSEG_RING);
   for (; o->next < s->n; o->next++) {
     uint32_t r = o->next;
     if (r == s->me) continue;
@@ -231,31 +302,23 @@ static int arrived(void *arg, uint32_t *who) {
                      "other arguments)",
                      seq, id, s->me, name, r);
     nx_cseg_sig theirs = s->ctl[r].sig[p];
-    if (memcmp(&theirs, &o->sig, sizeof theirs)) {
-      char mine[96], other[96];
-      nx_coll_describe(mine, sizeof mine, o->sig.op, o->sig.dtype, o->sig.redop, o->sig.root,
-                       o->sig.count);
-      nx_coll_describe(other, sizeof other, theirs.op, theirs.dtype, theirs.redop, theirs.root,
-                       theirs.count);
-      return nx_fail(NEXAR_ERR_MISMATCH,
-                     "collective #%llu on comm %llu: rank %u called %s, rank %u called %s", seq, id,
-                     s->me, mine, r, other);
-    }
+    if (memcmp(&theirs, &o->sig, sizeof theirs)) return mismatch(o, o->seq, &o->sig, r, &theirs);
   }
-  return 1;
+  return check_pending(o, o->seq - 1, who); /* all are at seq: past what we did not wait for */
 }
 
 static int drained(void *arg, uint32_t *who) {
   segop *o = arg;
   nx_cseg *s = o->s;
   uint64_t last = s->last_arrive[o->seq & 1]; /* seq + 1 of our arrival at k - 2 */
-  if (!last) return 1;
-  for (uint32_t r = 0; r < s->n; r++)
-    if (r != s->me && atomic_load_explicit(&s->ctl[r].entered, memory_order_acquire) < last + 1) {
-      *who = r;
-      return 0;
-    }
-  return 1;
+  if (last)
+    for (uint32_t r = 0; r < s->n; r++)
+      if (r != s->me && atomic_load_explicit(&s->ctl[r].entered, memory_order_acquire) < last + 1) {
+        *who = r;
+        return 0;
+      }
+  /* every rank is past k - 2 (they could not have begun k - 1 otherwise) */
+  return o->seq >= 2 ? check_pending(o, o->seq - 2, who) : 1;
 }
 
 static void reduce_all(const segop *o, void *dst, size_t off, size_t count) {
@@ -332,11 +395,33 @@ int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
     memcpy(nx_cseg_buf(o.s, c->rank, o.seq), src, pub);
   }
   nx_cseg_arrive(o.s, o.seq, &o.sig);
+  if (j->seg_nowait) { /* its readers check our signature; we check theirs later */
+    o.s->pend[o.s->npend] = o.seq;
+    o.s->pend_sig[o.s->npend++] = o.sig;
+    if (j->count) compute(&o);
+    return 0;
+  }
   rc = nx_cseg_wait(o.s, j->k, arrived, &o, tmo, name, "its arrival");
   if (!rc && j->count) compute(&o); /* (count 0: buffers may be NULL) */
   return rc;
 }
 
+int nx_segcoll_nowait(const nx_job *j) {
+  const nx_cseg *s = j->c->cseg;
+  /* a root that only writes; while checks are due (never more than two
+   * outside a message-path call, which drops them) it waits as the rest */
+  return (j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER) && j->c->rank == j->root &&
+         s->npend < NX_CSEG_PEND - 1;
+}
+
 void nx_segcoll_mark(nx_job *j) {
-  if (j->c->cseg) nx_cseg_mark_msg(j->c->cseg, nx_coll_seq(j->k));
+  nx_cseg *s = j->c->cseg;
+  if (!s) return;
+  nx_cseg_mark_msg(s, nx_coll_seq(j->k));
+  /* Checks still due are dropped: past a message-path call the others may
+   * reuse the slots we would read. What they found they told us (a
+   * failure), unless all of them took the same collective without waiting
+   * (two ranks each calling itself a broadcast's root): that mismatch goes
+   * unseen. */
+  s->npend = 0;
 }

@@ -87,9 +87,43 @@ static void fail_active(nx_comm *c, nx_active_coll *a, int rc, const char *why) 
     nx_req_abandon_locked(c->ep, k->reqs[i], rc, why);
 }
 
+static void tell_failed_locked(nx_comm *c, uint32_t root_rank, uint64_t seq, int rc) {
+  nx_ep *ep = c->ep;
+  nx_frame f = {0};
+  f.kind = NX_KIND_COLL_FAIL;
+  f.comm_id = c->id;
+  f.tag = seq;
+  f.status = rc;
+  if (root_rank < ep->world && ep->peers[root_rank]->state == NX_PEER_UP)
+    nx_ep_send_locked(ep, root_rank, &f, NULL, 0, NULL, NULL);
+}
+
+void nx_coll_tell_failed(nx_comm *c, uint32_t peer, uint64_t seq, int rc) {
+  pthread_mutex_lock(&c->ep->mu);
+  if (peer < c->size) tell_failed_locked(c, c->members[peer], seq, rc);
+  pthread_mutex_unlock(&c->ep->mu);
+}
+
+void nx_coll_mark_seg_nowait(nx_comm *c, uint64_t seq) {
+  atomic_store_explicit(&c->seg_nowait[seq % NX_SEG_NOWAIT], seq + 1, memory_order_release);
+}
+
+/* Took c's collective seq the shared segment without waiting for the others
+ * (a broadcast's root)? Then any frame a peer sends for seq means that peer
+ * took the message path: a mismatch it would otherwise wait out, since
+ * nothing here will ever answer it. */
+static int seg_nowait(const nx_comm *c, uint64_t seq) {
+  return atomic_load_explicit(&c->seg_nowait[seq % NX_SEG_NOWAIT], memory_order_acquire) ==
+         seq + 1;
+}
+
 int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f) {
   nx_comm *c = nx_comm_find(ep, f->comm_id);
   if (!c) return 0; /* a communicator not created here yet: keep it */
+  if (f->kind == NX_KIND_COLL && f->tag < c->next_seq && seg_nowait(c, f->tag)) {
+    tell_failed_locked(c, f->src, f->tag, NEXAR_ERR_MISMATCH);
+    return 1;
+  }
   nx_active_coll *a = find_active(c, f->tag);
   if (a) {
     if (sig_equal(f, &a->sig)) return 0;
@@ -229,6 +263,9 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
     if (m->f.kind == NX_KIND_COLL && m->f.comm_id == c->id && m->f.tag == k->ac.seq &&
         !sig_equal(&m->f, sig))
       nx_coll_check_frame_locked(ep, &m->f);
+    else if (m->f.kind == NX_KIND_COLL && m->f.comm_id == c->id && m->f.tag == k->ac.seq &&
+             seg_nowait(c, k->ac.seq)) /* came before we began: see seg_nowait */
+      tell_failed_locked(c, m->f.src, k->ac.seq, NEXAR_ERR_MISMATCH);
   }
   pthread_mutex_unlock(&ep->mu);
   *out = k;

@@ -110,6 +110,15 @@ int nx_coll_waitall(nx_coll *k, nx_creq **r, size_t n);
  * thread's error text and returns rc. Frees k. */
 int nx_coll_end(nx_coll *k, int rc);
 
+/* Marks c's next collective, sequence seq, as one this rank takes through
+ * the shared segment without waiting for the others (segcoll.c): from then
+ * on a peer's frame for seq is answered with a failure (MISMATCH), as it
+ * took the message path. Call before nx_coll_begin, on the issuing thread. */
+void nx_coll_mark_seg_nowait(nexar_client *c, uint64_t seq);
+/* Tells comm rank peer that collective seq failed with rc (it may still be
+ * waiting in it). Takes ep->mu. */
+void nx_coll_tell_failed(nexar_client *c, uint32_t peer, uint64_t seq, int rc);
+
 /* Creates a communicator from parent: members[i] is the parent rank of new
  * rank i; the caller must be among them; comm_id is chosen by the caller and
  * must be the same on every member and unique (derive it from the parent's id

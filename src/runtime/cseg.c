@@ -25,7 +25,7 @@ typedef struct cseg_hdr {
   uint64_t magic, comm_id, attempt;
   uint32_t n, slot;
 } cseg_hdr;
-_Static_assert(sizeof(nx_cseg_ctl) == 192, "three cache lines");
+_Static_assert(sizeof(nx_cseg_ctl) == 256, "four cache lines");
 
 static size_t data_off(uint32_t n) {
   size_t ctl = (size_t)n * sizeof(nx_cseg_ctl);
@@ -142,9 +142,9 @@ static void bell(nx_cseg_ctl *me) {
 
 void nx_cseg_arrive(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig) {
   nx_cseg_ctl *me = &s->ctl[s->me];
-  me->sig[seq & 1] = *sig;
+  me->sig[seq % NX_CSEG_RING] = *sig;
   s->last_arrive[seq & 1] = seq + 1;
-  atomic_store(&me->arrive[seq & 1], seq + 1);
+  atomic_store(&me->arrive[seq % NX_CSEG_RING], seq + 1);
   bell(me);
 }
 
@@ -167,6 +167,13 @@ int nx_cseg_arrival(uint64_t a, uint64_t msg, uint64_t seq) {
   if (a > seq + 1) return NEXAR_ERR_PROTOCOL;
   /* not arrived, yet at or past seq by messages: it took the other path */
   return msg >= seq + 1 ? 2 : 0;
+}
+
+int nx_cseg_past(uint64_t a, uint64_t msg, uint64_t entered, uint64_t k) {
+  if (entered < k + 2) return 0;
+  if (a == k + 1) return 1;
+  if (a > k + 1) return 4;
+  return msg >= k + 1 ? 2 : 3;
 }
 
 /* -------------------------------------------------------------- waiting */

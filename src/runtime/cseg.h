@@ -65,16 +65,26 @@ typedef struct nx_cseg_sig {
   uint64_t count;
 } nx_cseg_sig;
 
+/* Arrivals and signatures are kept for four sequences (k & 3), data for
+ * two (k & 1): a rank that does not wait for the others' arrivals (a
+ * broadcast's root, a scatter's) checks their signatures of k at its next
+ * collective, when they may be at k + 2 but never at k + 4. */
+#define NX_CSEG_RING 4u
+
 typedef struct nx_cseg_ctl {
-  _Atomic uint64_t arrive[2];
-  nx_cseg_sig sig[2];
-  char pad0[16];
+  _Atomic uint64_t arrive[NX_CSEG_RING]; /* by sequence & 3 */
+  nx_cseg_sig sig[NX_CSEG_RING];
+  char pad0[32];
   _Atomic uint64_t entered; /* the latest sequence this rank began */
   _Atomic uint64_t msg;     /* the latest sequence that took the message path */
   char pad1[48];
   _Atomic uint32_t gen, sleepers;
   char pad2[56];
 } nx_cseg_ctl;
+
+/* Collectives this rank finished without waiting for the others, not yet
+ * checked against their signatures (at most two are ever outstanding). */
+#define NX_CSEG_PEND 4u
 
 typedef struct nx_cseg {
   void *base;
@@ -85,6 +95,9 @@ typedef struct nx_cseg {
   nx_cseg_ctl *ctl;        /* ctl[0..n) */
   uint8_t *data;           /* data of rank r, parity p: data + (2r + p) * slot */
   uint64_t last_arrive[2]; /* sequence this rank last arrived at on parity p (+1; 0 never) */
+  uint64_t pend[NX_CSEG_PEND]; /* unchecked sequences, oldest first */
+  nx_cseg_sig pend_sig[NX_CSEG_PEND];
+  uint32_t npend;
 } nx_cseg;
 
 static inline uint8_t *nx_cseg_buf(const nx_cseg *s, uint32_t r, uint64_t seq) {
@@ -112,6 +125,13 @@ void nx_cseg_enter(nx_cseg *s, uint64_t seq);
  * arrived, 2 it went past seq on the message path without arriving (a
  * mismatch), NEXAR_ERR_PROTOCOL impossible. */
 int nx_cseg_arrival(uint64_t arrive, uint64_t msg, uint64_t seq);
+
+/* What a rank's words say of an earlier sequence k we did not wait for,
+ * pure: 0 not final yet (it has not begun k + 1), 1 it arrived at k (compare
+ * its signature), 2 it took k by messages, 3 it left k without either (it
+ * failed or refused it), 4 its slot of k is reused (it is past k + 2: what
+ * it found of k it told us through the failure it sent). */
+int nx_cseg_past(uint64_t arrive, uint64_t msg, uint64_t entered, uint64_t k);
 
 /* Waits until pred(arg, &who) returns non-zero (1 ready, < 0 an error that
  * ends the wait), driving the engine like a request wait, for collective k.

@@ -13,7 +13,7 @@
  * 2048 (tail, then head one cache line on), data from 4096, two rings of
  * equal size.
  * coll: the communicators' collective segments ("/memfd:nexar-cseg",
- * runtime/cseg.h): every rank's arrival words (control blocks of 192 bytes
+ * runtime/cseg.h): every rank's four arrival words (control blocks of 256 bytes
  * from 4096, the rank count at byte 24 of the header) claim a sequence far
  * ahead, which no rank that follows the protocol can write.
  * Exit 0 having forged at least one segment, 77 if none could be opened (not
@@ -27,6 +27,8 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+
+#define CTL 256 /* sizeof(nx_cseg_ctl), as cseg.c asserts */
 
 static double now_ms(void) {
   struct timespec ts;
@@ -68,9 +70,9 @@ int main(int argc, char **argv) {
       if (coll) {
         uint32_t ranks;
         memcpy(&ranks, seg[i] + 24, sizeof ranks);
-        for (uint32_t r = 0; r < ranks && 4096 + (r + 1) * 192 <= len[i]; r++) {
-          volatile uint64_t *arrive = (volatile uint64_t *)(seg[i] + 4096 + 192 * r);
-          arrive[0] = arrive[1] = 1ull << 40;
+        for (uint32_t r = 0; r < ranks && 4096 + (r + 1) * CTL <= len[i]; r++) {
+          volatile uint64_t *arrive = (volatile uint64_t *)(seg[i] + 4096 + CTL * r);
+          arrive[0] = arrive[1] = arrive[2] = arrive[3] = 1ull << 40;
         }
         continue;
       }

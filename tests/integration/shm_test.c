@@ -56,6 +56,56 @@ static int state(nx_ep *ep, uint32_t peer) {
   return s;
 }
 
+/* After a mismatch a root found late, the next collective: MISMATCH there
+ * (it names the broadcast), either answer on the others (the root's
+ * failure notice of that collective may reach them before they leave it),
+ * then all well again. */
+static void after_late(nexar_client *c, uint32_t me, int late, int32_t *a, const char *what) {
+  int rc = nexar_barrier(c);
+  if (late && rc != NEXAR_ERR_MISMATCH) FAIL("%s: barrier after it: %s", what, nexar_strerror(rc));
+  if (!late && rc && rc != NEXAR_ERR_MISMATCH)
+    FAIL("%s: barrier after it: %s", what, nexar_strerror(rc));
+  /* its own finding, or the notice of a rank that found it first */
+  if (late && !strstr(nexar_last_error(), "found at") && !strstr(nexar_last_error(), "failed it"))
+    FAIL("%s: the late report does not say so: %s", what, nexar_last_error());
+  if (nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM)) FAIL("%s: all_reduce after it", what);
+  (void)me;
+}
+
+/* A broadcast's root returns once its data is out of the segment: the
+ * readers check its signature on arrival, it checks theirs at its next
+ * collective. Every mismatch is still reported on every rank, none hangs:
+ * counts that differ (the readers at once, the root late), two ranks that
+ * each call themselves the root (neither waits: both late, the rest at
+ * once), and readers that take the message path (non-blocking: told by the
+ * root when their frames reach it). */
+static void nowait_mismatches(nexar_client *c, uint32_t me, int32_t *a) {
+  /* A root may hear of the mismatch before it is out (a reader's failure
+   * notice while it waits for the others to leave the previous collective):
+   * then it fails there, else at its next collective ("late"). */
+  int rc = nexar_broadcast(c, a, me == 0 ? 4 : 5, NEXAR_I32, 0);
+  if (me == 0 && rc && rc != NEXAR_ERR_MISMATCH)
+    FAIL("root of broadcasts of 4 against 5: %s", nexar_strerror(rc));
+  if (me != 0 && rc != NEXAR_ERR_MISMATCH) FAIL("broadcast 5 against 4: %s", nexar_strerror(rc));
+  after_late(c, me, me == 0 && !rc, a, "broadcast counts");
+  rc = nexar_broadcast(c, a, 4, NEXAR_I32, me == 0 ? 0 : 1);
+  if (me <= 1 && rc && rc != NEXAR_ERR_MISMATCH)
+    FAIL("rank %u calling itself the root: %s", me, nexar_strerror(rc));
+  if (me > 1 && rc != NEXAR_ERR_MISMATCH) FAIL("broadcast roots 0 and 1: %s", nexar_strerror(rc));
+  after_late(c, me, me <= 1 && !rc, a, "broadcast roots");
+  nexar_request *q = NULL;
+  if (me == 0) {
+    rc = nexar_broadcast(c, a, 4, NEXAR_I32, 0);
+    if (rc && rc != NEXAR_ERR_MISMATCH)
+      FAIL("blocking root against non-blocking readers: %s", nexar_strerror(rc));
+  } else {
+    if ((rc = nexar_broadcast_nb(c, a, 4, NEXAR_I32, 0, &q)) == 0) rc = nexar_wait(q);
+    if (rc != NEXAR_ERR_MISMATCH)
+      FAIL("non-blocking readers of a blocking root: %s", nexar_strerror(rc));
+  }
+  after_late(c, me, me == 0 && !rc, a, "broadcast blocking against non-blocking");
+}
+
 /* The communicator's collective segment: every blocking collective at
  * sizes around what one rank may publish (nx_cseg_slot: above it they take
  * messages), checked exactly, with a non-blocking all_reduce in flight
@@ -141,6 +191,7 @@ static void segment(nexar_client *c, uint32_t me) {
   rc = nexar_all_reduce(c, a, me == W - 1 ? 5 : 4, NEXAR_I32, NEXAR_SUM);
   if (rc != NEXAR_ERR_MISMATCH) FAIL("counts 4 against 5: %s", nexar_strerror(rc));
   if (nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM)) FAIL("all_reduce after the mismatches");
+  nowait_mismatches(c, me, a);
   free(a);
   free(b);
 }

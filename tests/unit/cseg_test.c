@@ -20,6 +20,14 @@ int main(void) {
         "nx_cseg_arrival(UINT64_MAX, UINT64_MAX, 7) == NEXAR_ERR_PROTOCOL");
   CHECK(nx_cseg_arrival(1ull << 40, 0, 3) == NEXAR_ERR_PROTOCOL,
         "nx_cseg_arrival(1ull << 40, 0, 3) == NEXAR_ERR_PROTOCOL");
+  /* an earlier sequence we did not wait for (k = 5): entered is seq + 1 */
+  CHECK(nx_cseg_past(6, 0, 6, 5) == 0, "still in 5: not final");
+  CHECK(nx_cseg_past(0, 0, 5, 5) == 0, "not begun 5 yet");
+  CHECK(nx_cseg_past(6, 0, 7, 5) == 1, "arrived at 5, began 6");
+  CHECK(nx_cseg_past(6, 9, 9, 5) == 1, "arrived at 5, then messages");
+  CHECK(nx_cseg_past(2, 6, 7, 5) == 2, "took 5 by messages");
+  CHECK(nx_cseg_past(2, 0, 7, 5) == 3, "left 5 without either: failed or refused it");
+  CHECK(nx_cseg_past(10, 0, 10, 5) == 4, "arrived at 9 on 5's slot: past it");
   /* buffer size: a pure function of n, page aligned, 64 KiB .. 1 MiB */
   for (uint32_t n = 1; n <= 4096; n++) {
     size_t s = nx_cseg_slot(n);
