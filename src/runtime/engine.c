@@ -27,6 +27,12 @@ static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iov
 /* While application threads drive progress, the progress thread looks this
  * often whether they still do. */
 #define NX_DRIVER_POLL_NS 500000L
+/* While a thread is in a wait right now (it reads the socket and runs the
+ * timers), this thread wakes only for its own timers or this often: on a
+ * host with as many busy ranks as CPUs, each wake-up preempts a rank that
+ * polls for a reply (nexar-perf sendrecv 8 B, n = 2 processes on 2 CPUs:
+ * 3.3 us at 0.5 ms, 1.2 us at 10 ms, with 8x fewer context switches). */
+#define NX_DRIVER_SPIN_POLL_NS 10000000ull
 #define NX_DRIVER_LINGER_NS 5000000ull
 
 int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint16_t port) {
@@ -608,7 +614,7 @@ static void *progress_main(void *arg) {
     int spinning = atomic_load(&ep->spinners) > 0;
     int driven =
         spinning || now - NX_MIN(now, atomic_load(&ep->last_driver_ns)) < NX_DRIVER_LINGER_NS;
-    uint64_t next = spinning ? now + NX_DRIVER_POLL_NS : nx_ep_progress_locked(ep);
+    uint64_t next = spinning ? now + NX_DRIVER_SPIN_POLL_NS : nx_ep_progress_locked(ep);
     ep->wake_pending = 0;
     uint64_t tmin = nx_ep_next_timer(ep);
     if (tmin < next) next = tmin;
@@ -618,7 +624,8 @@ static void *progress_main(void *arg) {
     if (next > now) {
       uint64_t dt = next - now;
       if (dt > 100000000ull) dt = 100000000ull;
-      if (driven && dt > NX_DRIVER_POLL_NS) dt = NX_DRIVER_POLL_NS;
+      uint64_t cap = spinning ? NX_DRIVER_SPIN_POLL_NS : NX_DRIVER_POLL_NS;
+      if (driven && dt > cap) dt = cap;
       ts.tv_sec = (time_t)(dt / 1000000000ull);
       ts.tv_nsec = (long)(dt % 1000000000ull);
     }
