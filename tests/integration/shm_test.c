@@ -121,6 +121,8 @@ static void segment(nexar_client *c, uint32_t me) {
   int32_t nbv[64];
   if (!c->cseg)
     FAIL("no collective segment after %llu blocking calls", (unsigned long long)c->cseg_calls);
+  /* copies larger than a rank's buffer read the owner's (single copy) */
+  if (!c->cseg->cma) FAIL("collective segment without single copy");
   for (int i = 0; i < 64; i++)
     nbv[i] = (int32_t)(me * 3 + (uint32_t)i);
   nexar_request *q = NULL;
