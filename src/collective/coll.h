@@ -49,7 +49,7 @@ typedef struct nx_job {
    * for the library's own host calls: host_only) */
   const nexar_device_adapter *ad;
   int host_only;
-  int no_seg; /* the segment's own set-up (segcoll.c): the message path, no attempt */
+  int no_seg;     /* the segment's own set-up (segcoll.c): the message path, no attempt */
   int seg_nowait; /* through the segment without waiting for the others (nx_segcoll_nowait) */
 } nx_job;
 

@@ -1,10 +1,12 @@
-/* Small blocking collectives through the communicator's shared-memory
- * segment (runtime/cseg.h has the layout and the protocol): every rank
- * publishes its contribution once, every rank reads what it needs straight
- * from the others' buffers, reductions run in rank order (so every rank
- * computes the same bits), a barrier is the arrival flags alone, a
- * broadcast is written once by its root. No message, no schedule, no
- * request: one collective costs a few cache-line transfers.
+/* Blocking collectives through the communicator's shared-memory segment
+ * (runtime/cseg.h has the layout and the protocol): every rank publishes
+ * its contribution once, every rank reads what it needs straight from the
+ * others' buffers, reductions run in rank order (so every rank computes the
+ * same bits), a barrier is the arrival flags alone, a broadcast is written
+ * once by its root, which returns at once. No message, no schedule, no
+ * request: a small collective costs a few cache-line transfers. Above a
+ * rank's buffer, copies, all_reduce and reduce_scatter read the owners'
+ * buffers themselves (single copy, process_vm_readv).
  *
  * Setup is itself collective, at fixed points of a communicator's order of
  * blocking collectives (calls 1, 2, 4, 8, ... up to 65536, until a segment is
@@ -19,7 +21,8 @@
  * reduce, all_gather, gather, reduce_scatter, scatter, all_to_all and
  * barrier, on host memory, when what a rank publishes fits its buffer
  * (nx_cseg_slot: 1 MiB up to 16 ranks) and a reduction reads at most
- * NX_CSEG_REDUCE_MAX bytes in all, unless a test forces an algorithm
+ * NX_CSEG_REDUCE_MAX bytes in all, or, with single copy, any size of the
+ * copies, all_reduce and reduce_scatter; unless a test forces an algorithm
  * (nx_algo_force_*). */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -234,9 +237,9 @@ static int mismatch(const segop *o, uint64_t k, const nx_cseg_sig *ours, uint32_
   nx_coll_describe(other, sizeof other, theirs->op, theirs->dtype, theirs->redop, theirs->root,
                    theirs->count);
   if (k != o->seq) snprintf(late, sizeof late, " (found at #%llu)", (unsigned long long)o->seq);
-  return nx_fail(NEXAR_ERR_MISMATCH, "collective #%llu on comm %llu: rank %u called %s, rank %u called %s%s",
-                 (unsigned long long)k, (unsigned long long)o->j->c->id, o->s->me, mine, r, other,
-                 late);
+  return nx_fail(
+      NEXAR_ERR_MISMATCH, "collective #%llu on comm %llu: rank %u called %s, rank %u called %s%s",
+      (unsigned long long)k, (unsigned long long)o->j->c->id, o->s->me, mine, r, other, late);
 }
 
 /* The collectives we finished without waiting (nowait), up to sequence
@@ -452,8 +455,7 @@ static int reduce_single_copy(segop *o, uint32_t tmo, const char *name) {
   if (!bounce) return nx_fail(NEXAR_ERR_NOMEM, "%s: a bounce buffer", name);
   if (j->kind == NX_COLL_REDUCE_SCATTER) {
     size_t b = j->count * es;
-    return reduce_from_all(o, j->recv, j->send,
-                           (size_t)me * b, j->count, bounce);
+    return reduce_from_all(o, j->recv, j->send, (size_t)me * b, j->count, bounce);
   }
   size_t off, len;
   share(j->count, n, me, &off, &len);

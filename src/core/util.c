@@ -36,7 +36,8 @@ int nx_random(void *buf, size_t len) {
 int nx_ct_equal(const void *a, const void *b, size_t len) {
   const volatile uint8_t *x = a, *y = b;
   uint8_t d = 0;
-  for (size_t i = 0; i < len; i++) d |= (uint8_t)(x[i] ^ y[i]);
+  for (size_t i = 0; i < len; i++)
+    d |= (uint8_t)(x[i] ^ y[i]);
   return d == 0;
 }
 

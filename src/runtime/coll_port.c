@@ -113,8 +113,7 @@ void nx_coll_mark_seg_nowait(nx_comm *c, uint64_t seq) {
  * took the message path: a mismatch it would otherwise wait out, since
  * nothing here will ever answer it. */
 static int seg_nowait(const nx_comm *c, uint64_t seq) {
-  return atomic_load_explicit(&c->seg_nowait[seq % NX_SEG_NOWAIT], memory_order_acquire) ==
-         seq + 1;
+  return atomic_load_explicit(&c->seg_nowait[seq % NX_SEG_NOWAIT], memory_order_acquire) == seq + 1;
 }
 
 int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f) {

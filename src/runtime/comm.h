@@ -47,7 +47,7 @@ struct nexar_client {
   nexar_elastic_info einfo; /* what the resize that made it changed */
   /* collectives */
   uint64_t next_seq;
-  nx_active_coll *colls; /* in flight, under ep->mu */
+  nx_active_coll *colls;      /* in flight, under ep->mu */
   struct nx_coll *coll_spare; /* the last that ended (under ep->mu): the next begin's */
 #define NX_SEG_NOWAIT 4u
   _Atomic uint64_t seg_nowait[NX_SEG_NOWAIT]; /* nx_coll_mark_seg_nowait: seq + 1 by seq & 3 */

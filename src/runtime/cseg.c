@@ -151,7 +151,6 @@ int nx_cseg_read(pid_t pid, void *to, uint64_t from, size_t len) {
   return 0;
 }
 
-
 /* ---------------------------------------------------------- publishing */
 
 static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timespec *ts) {

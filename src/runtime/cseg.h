@@ -4,36 +4,37 @@
  *
  * Layout (all offsets fixed by the member count n and nx_cseg_slot(n), which
  * both sides compute themselves): a header, then one control block per rank
- * (nx_cseg_ctl, three cache lines), then per rank two data buffers of
+ * (nx_cseg_ctl, four cache lines), then per rank two data buffers of
  * nx_cseg_slot(n) bytes (parity: collective sequence & 1). Pages are only
  * backed once written, so a segment costs what its collectives use.
  *
  * Every collective a rank begins on the communicator, whatever its path,
  * stores entered = its sequence. Protocol of one collective with sequence
- * k, parity p = k & 1, on rank r:
+ * k, parity p = k & 1, ring slot i = k & 3, on rank r:
  *  1. if r arrived at k - 2, wait until every rank has entered k - 1 (a rank
  *     begins k - 1 only once it finished k - 2 in the segment, which is when
  *     it read r's arrival, signature and buffer of k - 2; one that took k - 2
  *     by messages or refused it never reads them);
- *  2. write its contribution into buffer p, its signature into sig[p], then
- *     arrive[p] = k (release);
- *  3. wait until every rank has arrive[p] == k and compare the signatures (a
+ *  2. write its contribution into buffer p (or, single copy, the address of
+ *     its own buffer into addr[i]), its signature into sig[i], then
+ *     arrive[i] = k (release);
+ *  3. wait until every rank has arrive[i] == k and compare the signatures (a
  *     mismatch is found on arrival, by every rank: each reads every
- *     signature);
- *  4. read and reduce or copy straight from the others' buffers.
- * A collective that takes the message path on a communicator with a segment
- * stores msg = k (its own word: such a rank does not wait for the others'
- * reads, so it must never overwrite an arrival), so a rank waiting in step 3
- * for it reports the mismatch (blocking and non-blocking forms disagreeing)
- * instead of waiting for a timeout. (Stored values are sequence + 1: 0 is
- * "never".)
- *
+ *     signature) -- except a rank that only writes (a broadcast's root),
+ *     which returns and compares at its next collective (collective/
+ *     segcoll.c): slot i is rewritten at k + 4 at the earliest, and step 1
+ *     keeps every rank within two sequences of it;
+ *  4. read and reduce or copy straight from the others' buffers; single
+ *     copy: read with process_vm_readv, store left = k, and wait until every
+ *     rank left k before returning (its buffer is read until then).
  * Trust. The members proved they are the authenticated peers of this host
  * (the lane, lane.c); the segment is offered over the lane only to them, and
  * accepted only from the proven pid of the communicator's rank 0, sealed
  * against resizing. Nothing read from the segment sizes anything: lengths
  * come from the caller's own arguments, and an arrive value that no
- * protocol-abiding peer can write is NEXAR_ERR_PROTOCOL.
+ * protocol-abiding peer can write is NEXAR_ERR_PROTOCOL. A published
+ * address is only read with process_vm_readv from the process the lane
+ * proved for that rank: a forged one reads that process or fails (PROTOCOL).
  *
  * Waking: a writer bumps its `gen` after every store to arrive or done and
  * wakes futex sleepers on it; waiters spin (or yield, with more ranks than
@@ -96,15 +97,15 @@ typedef struct nx_cseg {
   uint32_t n, me;
   size_t slot; /* nx_cseg_slot(n) */
   uint64_t attempt;
-  nx_cseg_ctl *ctl;        /* ctl[0..n) */
-  uint8_t *data;           /* data of rank r, parity p: data + (2r + p) * slot */
-  uint64_t last_arrive[2]; /* sequence this rank last arrived at on parity p (+1; 0 never) */
+  nx_cseg_ctl *ctl;            /* ctl[0..n) */
+  uint8_t *data;               /* data of rank r, parity p: data + (2r + p) * slot */
+  uint64_t last_arrive[2];     /* sequence this rank last arrived at on parity p (+1; 0 never) */
   uint64_t pend[NX_CSEG_PEND]; /* unchecked sequences, oldest first */
   nx_cseg_sig pend_sig[NX_CSEG_PEND];
   uint32_t npend;
-  int cma;      /* every rank may read every other's memory (process_vm_readv) */
-  pid_t *pid;   /* process of each rank, as its lane proved it (cma only) */
-  void *tmp;    /* single-copy reductions: this rank's share, and a bounce buffer */
+  int cma;    /* every rank may read every other's memory (process_vm_readv) */
+  pid_t *pid; /* process of each rank, as its lane proved it (cma only) */
+  void *tmp;  /* single-copy reductions: this rank's share, and a bounce buffer */
   size_t tmp_len;
 } nx_cseg;
 

@@ -41,8 +41,9 @@ void nx_oplog_dump(const nx_oplog *l, FILE *f, uint64_t comm_id, uint32_t rank) 
     if (e->peer != UINT32_MAX) snprintf(peer, sizeof peer, "%u", e->peer);
     double age = (double)(now - e->t_start) / 1e6;
     double took = e->t_end ? (double)(e->t_end - e->t_start) / 1e6 : age;
-    fprintf(f, "  #%-5llu %-20s seq %-6llu bytes %-12llu peer/root %-5s tag %-8llu %-7s "
-               "started %.1f ms ago, %s %.1f ms%s%s\n",
+    fprintf(f,
+            "  #%-5llu %-20s seq %-6llu bytes %-12llu peer/root %-5s tag %-8llu %-7s "
+            "started %.1f ms ago, %s %.1f ms%s%s\n",
             (unsigned long long)e->id, e->op ? e->op : "?", (unsigned long long)e->seq,
             (unsigned long long)e->bytes, peer, (unsigned long long)e->tag, states[e->state], age,
             e->t_end ? "took" : "running for", took, e->detail[0] ? ": " : "", e->detail);

@@ -252,8 +252,8 @@ static void coll_mode(nexar_client *c) {
           DIE(4, "all_reduce #%zu element %d is %g", k, i, v[i]);
     }
     if (rc) {
-      printf("rank %u: %s #%zu failed with %s at %lld: %s\n", me, op, k, code_name(rc),
-             unix_ms(), nexar_last_error());
+      printf("rank %u: %s #%zu failed with %s at %lld: %s\n", me, op, k, code_name(rc), unix_ms(),
+             nexar_last_error());
       fflush(stdout);
       exit(0);
     }
