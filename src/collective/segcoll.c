@@ -5,8 +5,8 @@
  * same bits), a barrier is the arrival flags alone, a broadcast is written
  * once by its root, which returns at once. No message, no schedule, no
  * request: a small collective costs a few cache-line transfers. Above a
- * rank's buffer, copies, all_reduce and reduce_scatter read the owners'
- * buffers themselves (single copy, process_vm_readv).
+ * rank's buffer, collectives that only copy read the owners' buffers
+ * themselves (single copy, process_vm_readv).
  *
  * Setup is itself collective, at fixed points of a communicator's order of
  * blocking collectives (calls 1, 2, 4, 8, ... up to 65536, until a segment is
@@ -22,7 +22,7 @@
  * barrier, on host memory, when what a rank publishes fits its buffer
  * (nx_cseg_slot: 1 MiB up to 16 ranks) and a reduction reads at most
  * NX_CSEG_REDUCE_MAX bytes in all, or, with single copy, any size of the
- * copies, all_reduce and reduce_scatter; unless a test forces an algorithm
+ * collectives that only copy; unless a test forces an algorithm
  * (nx_algo_force_*). */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -68,14 +68,15 @@ static size_t published(const nx_job *j, uint32_t n, int is_root) {
   }
 }
 
-/* Single copy (cseg.h): a collective that only copies, or an all_reduce or
- * reduce_scatter (each rank reduces its share reading the others' inputs),
- * too large for the segment's buffers. Pure, as published(). */
+/* Single copy (cseg.h): a collective that only copies, too large for the
+ * segment's buffers. (Reductions above them keep the message path's
+ * pipelined ring: a single-copy all_reduce, each rank reducing its share
+ * from the others' buffers, measured slower at 4 MiB, n = 2 and 8.) Pure,
+ * as published(). */
 static int single_copy(const nx_job *j, const nx_cseg *s) {
   int copies = j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER ||
                j->kind == NX_COLL_GATHER || j->kind == NX_COLL_ALL_GATHER ||
-               j->kind == NX_COLL_ALL_TO_ALL || j->kind == NX_COLL_ALL_REDUCE ||
-               j->kind == NX_COLL_REDUCE_SCATTER;
+               j->kind == NX_COLL_ALL_TO_ALL;
   size_t most = published(j, s->n, 1);
   return s->cma && copies && most != SIZE_MAX && most > s->slot;
 }
@@ -384,98 +385,6 @@ static int read_from(const segop *o, uint32_t r, void *to, size_t off, size_t le
   return nx_cseg_read(s->pid[r], to, at + off, len);
 }
 
-/* Single-copy reductions: waits until rank q has read all its inputs. */
-typedef struct midwait {
-  segop *o;
-  uint32_t q;
-} midwait;
-
-static int mid_of(void *arg, uint32_t *who) {
-  midwait *m = arg;
-  *who = m->q;
-  return atomic_load_explicit(&m->o->s->ctl[m->q].mid, memory_order_acquire) >= m->o->seq + 1;
-}
-
-#define NX_CSEG_PIECE (256u << 10) /* reduced while in cache */
-
-/* dst[0..count) = the reduction of count elements at byte offset off of
- * every rank's published buffer (ours: mine, where dst may already be).
- * Only this rank computes this share and the others copy it, so the order
- * (ours first, then the others in rank order) is the same for everyone. */
-static int reduce_from_all(segop *o, uint8_t *dst, const uint8_t *mine, size_t off, size_t count,
-                           uint8_t *bounce) {
-  nx_job *j = o->j;
-  nx_cseg *s = o->s;
-  nexar_op op = j->op == NEXAR_AVG ? NEXAR_SUM : j->op;
-  size_t es = j->es, per = NX_MAX(NX_CSEG_PIECE / es, (size_t)1);
-  int in_place = dst == mine + off;
-  for (size_t at = 0; at < count; at += per) {
-    size_t k = NX_MIN(per, count - at), b = k * es, from = off + at * es;
-    uint8_t *d = dst + at * es;
-    int first = !in_place; /* d does not hold our part yet */
-    for (uint32_t r = 0; r < s->n; r++) {
-      if (r == s->me) continue;
-      int rc = read_from(o, r, bounce, from, b);
-      if (rc) return rc;
-      if (first)
-        nx_reduce3(d, mine + from, bounce, k, j->dt, op);
-      else
-        nx_reduce(d, bounce, k, j->dt, op);
-      first = 0;
-    }
-    if (j->op == NEXAR_AVG) nx_avg_div(d, k, j->dt, s->n);
-  }
-  return 0;
-}
-
-static uint8_t *bounce_buf(nx_cseg *s) {
-  if (!s->tmp && (s->tmp = malloc(NX_CSEG_PIECE))) s->tmp_len = NX_CSEG_PIECE;
-  return s->tmp;
-}
-
-/* The share of rank q of count elements: [*off, *off + *len). */
-static void share(size_t count, uint32_t n, uint32_t q, size_t *off, size_t *len) {
-  size_t base = count / n, rem = count % n;
-  *len = base + (q < rem);
-  *off = q * base + NX_MIN((size_t)q, rem);
-}
-
-/* all_reduce: reduce our share of the vector in place in our buffer (no
- * other rank reads that part of it), reading it from every other rank's
- * buffer, and say so (mid); then read each other share from its owner's
- * buffer into ours once that owner has read all its inputs (the part of ours
- * it read among them). reduce_scatter: our block of every rank's send, into
- * recv (which may be our own block of send). */
-static int reduce_single_copy(segop *o, uint32_t tmo, const char *name) {
-  nx_job *j = o->j;
-  nx_cseg *s = o->s;
-  uint32_t n = s->n, me = s->me;
-  size_t es = j->es;
-  uint8_t *bounce = bounce_buf(s);
-  if (!bounce) return nx_fail(NEXAR_ERR_NOMEM, "%s: a bounce buffer", name);
-  if (j->kind == NX_COLL_REDUCE_SCATTER) {
-    size_t b = j->count * es;
-    return reduce_from_all(o, j->recv, j->send, (size_t)me * b, j->count, bounce);
-  }
-  size_t off, len;
-  share(j->count, n, me, &off, &len);
-  uint8_t *buf = j->buf;
-  int rc = reduce_from_all(o, buf + off * es, buf, off * es, len, bounce);
-  if (rc) return rc;
-  nx_cseg_mid(s, o->seq, buf + off * es);
-  for (uint32_t q = 0; q < n && !rc; q++) {
-    if (q == me) continue;
-    size_t qo, ql;
-    share(j->count, n, q, &qo, &ql);
-    midwait m = {o, q};
-    rc = nx_cseg_wait(s, j->k, mid_of, &m, tmo, name, "it to reduce its share");
-    if (rc || !ql) continue;
-    rc = nx_cseg_read(s->pid[q], buf + qo * es, s->ctl[q].raddr, ql * es);
-    if (rc == NEXAR_ERR_PROTOCOL) nx_coll_fail(j->k, rc);
-  }
-  return rc;
-}
-
 static int read_all(const segop *o) {
   nx_job *j = o->j;
   const nx_cseg *s = o->s;
@@ -575,8 +484,7 @@ static void compute(const segop *o) {
  * its buffers once we return). A rank that fails here never says it left:
  * the others hear its failure instead of returning. */
 static int run_single_copy(segop *o, uint32_t tmo, const char *name) {
-  int red = o->j->kind == NX_COLL_ALL_REDUCE || o->j->kind == NX_COLL_REDUCE_SCATTER;
-  int rc = !o->j->count ? 0 : red ? reduce_single_copy(o, tmo, name) : read_all(o);
+  int rc = o->j->count ? read_all(o) : 0;
   if (rc) return rc;
   nx_cseg_leave(o->s, o->seq);
   o->next = 0;

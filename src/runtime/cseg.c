@@ -128,7 +128,6 @@ void nx_cseg_free(nx_cseg *s) {
   if (!s) return;
   nx_shm_unmap(s->base);
   free(s->pid);
-  free(s->tmp);
   free(s);
 }
 
@@ -179,13 +178,6 @@ void nx_cseg_mark_msg(nx_cseg *s, uint64_t seq) {
 void nx_cseg_enter(nx_cseg *s, uint64_t seq) {
   nx_cseg_ctl *me = &s->ctl[s->me];
   atomic_store(&me->entered, seq + 1);
-  bell(me);
-}
-
-void nx_cseg_mid(nx_cseg *s, uint64_t seq, const void *addr) {
-  nx_cseg_ctl *me = &s->ctl[s->me];
-  me->raddr = (uint64_t)(uintptr_t)addr;
-  atomic_store(&me->mid, seq + 1);
   bell(me);
 }
 

@@ -80,9 +80,7 @@ typedef struct nx_cseg_ctl {
   _Atomic uint64_t entered;    /* the latest sequence this rank began */
   _Atomic uint64_t msg;        /* the latest sequence that took the message path */
   _Atomic uint64_t left;       /* single copy: the latest sequence it read all of */
-  _Atomic uint64_t mid;        /* single-copy reductions: read all inputs of (result at raddr) */
-  uint64_t raddr;
-  char pad1[24];
+  char pad1[40];
   _Atomic uint32_t gen, sleepers;
   char pad2[56];
 } nx_cseg_ctl;
@@ -105,8 +103,6 @@ typedef struct nx_cseg {
   uint32_t npend;
   int cma;    /* every rank may read every other's memory (process_vm_readv) */
   pid_t *pid; /* process of each rank, as its lane proved it (cma only) */
-  void *tmp;  /* single-copy reductions: this rank's share, and a bounce buffer */
-  size_t tmp_len;
 } nx_cseg;
 
 /* Above what a rank may publish in its buffer (nx_cseg_slot), collectives
@@ -122,9 +118,6 @@ typedef struct nx_cseg {
 int nx_cseg_read(pid_t pid, void *to, uint64_t from, size_t len);
 /* Marks this rank done reading sequence seq (single copy). */
 void nx_cseg_leave(nx_cseg *s, uint64_t seq);
-/* Single-copy reductions: this rank has read all inputs of seq; its share
- * of the result is at addr. */
-void nx_cseg_mid(nx_cseg *s, uint64_t seq, const void *addr);
 
 static inline uint8_t *nx_cseg_buf(const nx_cseg *s, uint32_t r, uint64_t seq) {
   return s->data + ((size_t)r * 2 + (seq & 1)) * s->slot;

@@ -25,7 +25,7 @@
  *   Exit 0 (the script judges), 4 if a message was wrong, 2 if nothing failed
  *   within 20 s.
  * coll: every rank runs blocking all_reduce of 16 floats (the communicator's
- *   shared-memory segment), and every other call an all_reduce or all_gather
+ *   shared-memory segment), and every other call a broadcast or all_gather
  *   too large for its buffers (single copy), in a loop, checked exactly,
  *   until one fails (a
  *   rank killed, a third process writing into the segment), then prints
@@ -215,7 +215,7 @@ static void forge_mode(nexar_client *c) {
 
 static void coll_mode(nexar_client *c) {
   float v[16];
-  /* every fourth call too large for the segment's buffers: single copy
+  /* every other call too large for the segment's buffers: single copy
    * (process_vm_readv from the others' buffers), so a kill lands in those
    * too */
   enum { BIG = 300000 };
@@ -227,12 +227,13 @@ static void coll_mode(nexar_client *c) {
     int rc;
     uint32_t add = (uint32_t)(k % 100);
     if (k % 4 == 1) {
-      op = "single-copy all_reduce";
+      op = "single-copy broadcast";
+      uint32_t root = (uint32_t)(k / 4 % W);
       for (uint32_t i = 0; i < BIG; i++)
-        big[i] = (float)(me + i % 1000 + add);
-      rc = nexar_all_reduce(c, big, BIG, NEXAR_F32, NEXAR_SUM);
+        big[i] = me == root ? (float)(root + i % 1000 + add) : -1.0f;
+      rc = nexar_broadcast(c, big, BIG, NEXAR_F32, root);
       for (uint32_t i = 0; !rc && i < BIG; i++)
-        if (big[i] != (float)(W * (W - 1) / 2 + W * (i % 1000 + add)))
+        if (big[i] != (float)(root + i % 1000 + add))
           DIE(4, "%s #%zu element %u is %g", op, k, i, big[i]);
     } else if (k % 4 == 3) {
       op = "single-copy all_gather";
