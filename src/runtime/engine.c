@@ -121,14 +121,16 @@ fail:
  * of its own (measured: 64-byte round trip 41 -> 26 us with 2 processes on 2
  * cores), and costs when they share CPUs (the spinner delays the rank it
  * waits for). NEXAR_SPIN_US overrides the choice. */
+uint64_t nx_ep_seg_spin_ns(nx_ep *ep, int *yield) {
+  uint64_t ns = nx_ep_spin_ns(ep, yield);
+  return *yield || ep->spin_override >= 0 ? ns : NX_SEG_SPIN_NS;
+}
+
 uint64_t nx_ep_spin_ns(nx_ep *ep, int *yield) {
   *yield = 0;
   if (ep->spin_override >= 0) return (uint64_t)ep->spin_override * 1000ull;
   int local = 1 + atomic_load_explicit(&ep->local_peers, memory_order_relaxed);
-  /* the long poll only for same-host peers (a reply from another host takes
-   * longer than a wake-up anyway, and a host we share unknowingly, as
-   * network namespaces do, would lose CPUs to it) */
-  if (local <= ep->ncpu) return local > 1 ? NX_SPIN_NS : NX_SPIN_REMOTE_NS;
+  if (local <= ep->ncpu) return NX_SPIN_NS;
   /* more ranks than CPUs here: the reply needs a peer that waits for a CPU,
    * so polling spins by handing ours over (sched_yield), not by burning it */
   *yield = 1;

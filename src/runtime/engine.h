@@ -330,17 +330,17 @@ void nx_ep_ref(nx_ep *ep);
 void nx_ep_unref(nx_ep *ep); /* the last reference stops the thread and frees */
 uint16_t nx_ep_port(const nx_ep *ep);
 void nx_ep_wake(nx_ep *ep); /* under ep->mu */
-/* How long a waiter polls before it sleeps (see engine.c), when every rank
- * of the host has a CPU. Long, as MPI's busy polling: a sleeper's wake-up
- * (a futex or epoll, then a halted virtual CPU woken) can take longer than
- * the peer's next step, and then both ranks keep missing each other. With
- * 20 us, an 8-byte all_reduce between two processes on 2 CPUs averaged 3.5
- * to 15 us over its first 2000 calls (sleeping half of them); with 2 ms,
- * 0.7 to 1.5 us. */
-#define NX_SPIN_NS 2000000ull
-/* ... and when it has no peer on this host (measured: 64-byte round trip
- * 41 -> 26 us between 2 processes polling 20 us). */
-#define NX_SPIN_REMOTE_NS 20000ull
+/* How long a waiter polls before it sleeps (see engine.c). */
+#define NX_SPIN_NS 20000ull
+/* ... in a communicator segment's wait, when every rank of the host has a
+ * CPU. Long, as MPI's busy polling: a sleeper's wake-up (a futex, then a
+ * halted virtual CPU woken) can take longer than the peer's next step, and
+ * then both ranks keep missing each other. With 20 us, an 8-byte all_reduce
+ * between two processes on 2 CPUs averaged 3.5 to 15 us over its first 2000
+ * calls (sleeping half of them); with 2 ms, 0.7 to 1.5 us. Not for request
+ * waits: a 4 MiB receive's copy runs on a worker thread, and a 2 ms poll
+ * beside it made a 4 MiB ping-pong take 1.8 ms instead of 1.0. */
+#define NX_SEG_SPIN_NS 2000000ull
 /* Spinning waiters with shared-memory rings: ring-only passes per full one. */
 #define NX_LIGHT_PASSES 32
 static inline void nx_cpu_relax(void) {
@@ -353,6 +353,7 @@ static inline void nx_cpu_relax(void) {
 /* More ranks than CPUs: poll this long, yielding the CPU between looks. */
 #define NX_YIELD_NS 300000ull
 uint64_t nx_ep_spin_ns(nx_ep *ep, int *yield);
+uint64_t nx_ep_seg_spin_ns(nx_ep *ep, int *yield); /* NX_SEG_SPIN_NS */
 /* One progress step (receive, timers, writes) under ep->mu; next deadline. */
 uint64_t nx_ep_progress_locked(nx_ep *ep);
 /* The same without receiving (do_recv = 0): the send path only writes. */
