@@ -491,7 +491,18 @@ static int run_single_copy(segop *o, uint32_t tmo, const char *name) {
   return nx_cseg_wait(o->s, o->j->k, all_left, o, tmo, name, "it to finish reading");
 }
 
+static int run(nx_job *j, const nx_coll_sig *sig);
+
 int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
+  int rc = run(j, sig);
+  /* A failed call is what this rank reports, whatever a check still due
+   * would have found: a peer's notice of that mismatch may fail it first
+   * (then reporting it again at the next call would fail a good one). */
+  if (rc) j->c->cseg->npend = 0;
+  return rc;
+}
+
+static int run(nx_job *j, const nx_coll_sig *sig) {
   nexar_client *c = j->c;
   segop o = {.j = j, .s = c->cseg, .seq = nx_coll_seq(j->k)};
   o.cma = single_copy(j, o.s);
