@@ -28,11 +28,11 @@ static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iov
  * often whether they still do. */
 #define NX_DRIVER_POLL_NS 500000L
 /* While a thread is in a wait right now (it reads the socket and runs the
- * timers), this thread wakes only for its own timers or this often: on a
- * host with as many busy ranks as CPUs, each wake-up preempts a rank that
- * polls for a reply (nexar-perf sendrecv 8 B, n = 2 processes on 2 CPUs:
- * 3.3 us at 0.5 ms, 1.2 us at 10 ms, with 8x fewer context switches). */
-#define NX_DRIVER_SPIN_POLL_NS 10000000ull
+ * timers), this thread looks this often. 10 ms made an 8 B ping-pong
+ * between two processes on 2 CPUs faster (3.3 -> 1.2 us: each wake-up
+ * preempts a polling rank) but stalled work only this thread does:
+ * device.procs under ASan timed out forming the mesh of a joiner. */
+#define NX_DRIVER_SPIN_POLL_NS 500000ull
 #define NX_DRIVER_LINGER_NS 5000000ull
 
 int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint16_t port) {
