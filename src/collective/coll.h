@@ -50,6 +50,7 @@ typedef struct nx_job {
   const nexar_device_adapter *ad;
   int host_only;
   int no_seg;     /* the segment's own set-up (segcoll.c): the message path, no attempt */
+  int seg;        /* how it takes the segment: nx_segcoll_eligible's answer (NX_SEG_*) */
   int seg_nowait; /* through the segment without waiting for the others (nx_segcoll_nowait) */
 } nx_job;
 
@@ -190,6 +191,13 @@ int nx_coll_call(nx_job *j);
  * caller ends the collective with the result). mark: j took the message path
  * (ranks waiting in the segment for it see the mismatch). */
 int nx_segcoll_prepare(nexar_client *c);
+enum {
+  NX_SEG_NONE = 0, /* the message path */
+  NX_SEG_BUFFERS,  /* through the segment's buffers */
+  NX_SEG_SINGLE,   /* single copy from the callers' buffers (cseg.h) */
+};
+/* Pure (every rank of a well-formed call chooses the same); the caller keeps
+ * the answer in j->seg. */
 int nx_segcoll_eligible(const nx_job *j);
 int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig);
 void nx_segcoll_mark(nx_job *j);

@@ -324,7 +324,8 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
   if (!vrc && nb && !req) vrc = nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "%s: req is NULL", name);
   nx_job *run = NULL;
   /* the segment's collectives run on this thread, from j: no run, no request */
-  int seg = !nb && !vrc && !j->no_seg && nx_segcoll_eligible(j);
+  j->seg = !nb && !vrc && !j->no_seg ? nx_segcoll_eligible(j) : NX_SEG_NONE;
+  int seg = j->seg != NX_SEG_NONE;
   if (seg && nx_segcoll_nowait(j)) {
     j->seg_nowait = 1;
     nx_coll_mark_seg_nowait(j->c, j->c->next_seq); /* this thread alone moves it */

@@ -83,15 +83,15 @@ static int single_copy(const nx_job *j, const nx_cseg *s) {
 
 int nx_segcoll_eligible(const nx_job *j) {
   nexar_client *c = j->c;
-  if (!c->cseg || j->ad || c->size < 2) return 0;
-  if (single_copy(j, c->cseg)) return 1; /* any size */
+  if (!c->cseg || j->ad || c->size < 2) return NX_SEG_NONE;
+  if (single_copy(j, c->cseg)) return NX_SEG_SINGLE; /* any size */
   /* the largest contribution of any rank decides, so all ranks agree */
   size_t most = published(j, c->size, 1);
-  if (most == SIZE_MAX || most > nx_cseg_slot(c->size)) return 0;
+  if (most == SIZE_MAX || most > nx_cseg_slot(c->size)) return NX_SEG_NONE;
   size_t reads = j->kind == NX_COLL_REDUCE_SCATTER ? most : most * c->size;
   int reduces = j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE ||
                 j->kind == NX_COLL_REDUCE_SCATTER;
-  return !reduces || reads <= NX_CSEG_REDUCE_MAX;
+  return !reduces || reads <= NX_CSEG_REDUCE_MAX ? NX_SEG_BUFFERS : NX_SEG_NONE;
 }
 
 /* ---------------------------------------------------------------- setup */
@@ -505,7 +505,7 @@ int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
 static int run(nx_job *j, const nx_coll_sig *sig) {
   nexar_client *c = j->c;
   segop o = {.j = j, .s = c->cseg, .seq = nx_coll_seq(j->k)};
-  o.cma = single_copy(j, o.s);
+  o.cma = j->seg == NX_SEG_SINGLE;
   o.sig = (nx_cseg_sig){.op = sig->op,
                         .dtype = sig->dtype,
                         .redop = sig->redop,
@@ -545,7 +545,7 @@ int nx_segcoll_nowait(const nx_job *j) {
   /* a root that only writes; while checks are due (never more than two
    * outside a message-path call, which drops them) it waits as the rest */
   return (j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER) && j->c->rank == j->root &&
-         s->npend < NX_CSEG_PEND - 1 && !single_copy(j, s);
+         s->npend < NX_CSEG_PEND - 1 && j->seg != NX_SEG_SINGLE;
 }
 
 void nx_segcoll_mark(nx_job *j) {

@@ -24,15 +24,13 @@ static void *progress_main(void *arg);
 static int send_frame(nx_ep *ep, nx_peer *p, const nx_frame *fr, const nexar_iovec *iov,
                       size_t niov, nexar_request *req, nx_txmsg **out, void *give);
 
-/* While application threads drive progress, the progress thread looks this
- * often whether they still do. */
-#define NX_DRIVER_POLL_NS 500000L
-/* While a thread is in a wait right now (it reads the socket and runs the
- * timers), this thread looks this often. 10 ms made an 8 B ping-pong
- * between two processes on 2 CPUs faster (3.3 -> 1.2 us: each wake-up
- * preempts a polling rank) but stalled work only this thread does:
+/* While application threads drive progress (or one is in a wait right now:
+ * it reads the socket and runs the timers), the progress thread looks this
+ * often whether they still do. 10 ms while a thread waits made an 8 B
+ * ping-pong between two processes on 2 CPUs faster (3.3 -> 1.2 us: each
+ * wake-up preempts a polling rank) but stalled work only this thread does:
  * device.procs under ASan timed out forming the mesh of a joiner. */
-#define NX_DRIVER_SPIN_POLL_NS 500000ull
+#define NX_DRIVER_POLL_NS 500000ull
 #define NX_DRIVER_LINGER_NS 5000000ull
 
 int nx_ep_new(nx_ep **out, const nexar_config *cfg, const char *bind_host, uint16_t port) {
@@ -121,11 +119,6 @@ fail:
  * of its own (measured: 64-byte round trip 41 -> 26 us with 2 processes on 2
  * cores), and costs when they share CPUs (the spinner delays the rank it
  * waits for). NEXAR_SPIN_US overrides the choice. */
-uint64_t nx_ep_seg_spin_ns(nx_ep *ep, int *yield) {
-  uint64_t ns = nx_ep_spin_ns(ep, yield);
-  return *yield || ep->spin_override >= 0 ? ns : NX_SEG_SPIN_NS;
-}
-
 uint64_t nx_ep_spin_ns(nx_ep *ep, int *yield) {
   *yield = 0;
   if (ep->spin_override >= 0) return (uint64_t)ep->spin_override * 1000ull;
@@ -619,7 +612,7 @@ static void *progress_main(void *arg) {
     int spinning = atomic_load(&ep->spinners) > 0;
     int driven =
         spinning || now - NX_MIN(now, atomic_load(&ep->last_driver_ns)) < NX_DRIVER_LINGER_NS;
-    uint64_t next = spinning ? now + NX_DRIVER_SPIN_POLL_NS : nx_ep_progress_locked(ep);
+    uint64_t next = spinning ? now + NX_DRIVER_POLL_NS : nx_ep_progress_locked(ep);
     ep->wake_pending = 0;
     uint64_t tmin = nx_ep_next_timer(ep);
     if (tmin < next) next = tmin;
@@ -629,8 +622,7 @@ static void *progress_main(void *arg) {
     if (next > now) {
       uint64_t dt = next - now;
       if (dt > 100000000ull) dt = 100000000ull;
-      uint64_t cap = spinning ? NX_DRIVER_SPIN_POLL_NS : NX_DRIVER_POLL_NS;
-      if (driven && dt > cap) dt = cap;
+      if (driven && dt > NX_DRIVER_POLL_NS) dt = NX_DRIVER_POLL_NS;
       ts.tv_sec = (time_t)(dt / 1000000000ull);
       ts.tv_nsec = (long)(dt % 1000000000ull);
     }

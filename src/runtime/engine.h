@@ -330,17 +330,18 @@ void nx_ep_ref(nx_ep *ep);
 void nx_ep_unref(nx_ep *ep); /* the last reference stops the thread and frees */
 uint16_t nx_ep_port(const nx_ep *ep);
 void nx_ep_wake(nx_ep *ep); /* under ep->mu */
-/* How long a waiter polls before it sleeps (see engine.c). */
+/* How long a waiter (a request's or a communicator segment's) polls before
+ * it sleeps, when every rank of the host has a CPU (see engine.c). Longer
+ * measured faster in a segment's wait, as MPI's busy polling: a sleeper's
+ * wake-up (a futex, then a halted virtual CPU woken) can take longer than
+ * the peer's next step, and then both ranks keep missing each other. With
+ * 20 us, an 8-byte all_reduce between two processes on 2 CPUs averaged 3.5
+ * to 15 us over its first 2000 calls (sleeping half of them); with 2 ms, 0.7
+ * to 1.5 us. But 2 ms made integration.fault_processes miss its detection
+ * bound while other tests polled beside it, and in a request's wait a 4 MiB
+ * receive's copy runs on a worker thread that a 2 ms poll delays (4 MiB
+ * ping-pong 1.8 ms instead of 1.0). */
 #define NX_SPIN_NS 20000ull
-/* ... in a communicator segment's wait, when every rank of the host has a
- * CPU. Long, as MPI's busy polling: a sleeper's wake-up (a futex, then a
- * halted virtual CPU woken) can take longer than the peer's next step, and
- * then both ranks keep missing each other. With 20 us, an 8-byte all_reduce
- * between two processes on 2 CPUs averaged 3.5 to 15 us over its first 2000
- * calls (sleeping half of them); with 2 ms, 0.7 to 1.5 us. Not for request
- * waits: a 4 MiB receive's copy runs on a worker thread, and a 2 ms poll
- * beside it made a 4 MiB ping-pong take 1.8 ms instead of 1.0. */
-#define NX_SEG_SPIN_NS 20000ull /* 2 ms measured better (above), but see the README: CI timing */
 /* Spinning waiters with shared-memory rings: ring-only passes per full one. */
 #define NX_LIGHT_PASSES 32
 static inline void nx_cpu_relax(void) {
@@ -353,7 +354,6 @@ static inline void nx_cpu_relax(void) {
 /* More ranks than CPUs: poll this long, yielding the CPU between looks. */
 #define NX_YIELD_NS 300000ull
 uint64_t nx_ep_spin_ns(nx_ep *ep, int *yield);
-uint64_t nx_ep_seg_spin_ns(nx_ep *ep, int *yield); /* NX_SEG_SPIN_NS */
 /* One progress step (receive, timers, writes) under ep->mu; next deadline. */
 uint64_t nx_ep_progress_locked(nx_ep *ep);
 /* The same without receiving (do_recv = 0): the send path only writes. */

@@ -17,6 +17,7 @@
 #include "runtime/comm.h"
 #include "runtime/request.h"
 #include "runtime/rndv.h"
+#include "transport/vmread.h"
 
 static void put64(uint8_t *p, uint64_t v) {
   for (int i = 0; i < 8; i++)
@@ -62,21 +63,6 @@ void nx_rndv_hello_locked(nx_ep *ep, nx_peer *p) {
   control(ep, p, NX_KIND_SHM_HELLO, 0, 0, b, sizeof b);
 }
 
-/* The part of in[n] after its first skip bytes, as out[] (at most n entries). */
-static size_t iov_tail(struct iovec *out, const struct iovec *in, size_t n, size_t skip) {
-  size_t k = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (skip >= in[i].iov_len) {
-      skip -= in[i].iov_len;
-      continue;
-    }
-    out[k].iov_base = (uint8_t *)in[i].iov_base + skip;
-    out[k++].iov_len = in[i].iov_len - skip;
-    skip = 0;
-  }
-  return k;
-}
-
 static int read_remote(pid_t pid, const struct iovec *local, size_t nl, const struct iovec *remote,
                        size_t nr, size_t total) {
   if (pid == getpid()) { /* ranks as threads: a plain copy */
@@ -95,15 +81,7 @@ static int read_remote(pid_t pid, const struct iovec *local, size_t nl, const st
     }
     return 0;
   }
-  size_t done = 0;
-  while (done < total) { /* partial reads continue where they stopped */
-    struct iovec l[NX_RNDV_MAX_IOV], r[NX_RNDV_MAX_IOV];
-    size_t nl2 = iov_tail(l, local, nl, done), nr2 = iov_tail(r, remote, nr, done);
-    ssize_t n = process_vm_readv(pid, l, nl2, r, nr2, 0);
-    if (n <= 0) return -1;
-    done += (size_t)n;
-  }
-  return 0;
+  return nx_vm_read(pid, local, nl, remote, nr, total);
 }
 
 /* A descriptor is the id, then pid | niov << 32 and niov (address, length)
