@@ -195,10 +195,14 @@ enum {
   NX_SEG_NONE = 0, /* the message path */
   NX_SEG_BUFFERS,  /* through the segment's buffers */
   NX_SEG_SINGLE,   /* single copy from the callers' buffers (cseg.h) */
+  NX_SEG_CHUNKS,   /* a reduction above the buffers: consecutive collectives of
+                    * nx_segcoll_chunk elements each, through the buffers */
 };
 /* Pure (every rank of a well-formed call chooses the same); the caller keeps
  * the answer in j->seg. */
 int nx_segcoll_eligible(const nx_job *j);
+/* NX_SEG_CHUNKS: elements per collective (the last one takes the rest). */
+size_t nx_segcoll_chunk(const nx_job *j);
 int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig);
 void nx_segcoll_mark(nx_job *j);
 /* Does j, which takes the segment, only write (a broadcast's or scatter's

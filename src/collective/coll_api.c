@@ -347,6 +347,30 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
   return rc;
 }
 
+/* NX_SEG_CHUNKS: j (begun) as consecutive collectives of a chunk each,
+ * every one through the segment. Each carries the whole call's signature,
+ * so ranks whose calls differ fail at the first; ranks whose calls agree
+ * cut them alike. */
+static int seg_chunks(nx_job *j, const nx_coll_sig *sig) {
+  size_t per = nx_segcoll_chunk(j), total = j->count;
+  char *base = j->buf;
+  nx_job part = *j; /* the first part ends j's collective */
+  j->k = NULL;
+  for (size_t off = 0; off < total; off += per) {
+    part.count = NX_MIN(per, total - off);
+    part.buf = base + off * j->es;
+    if (off) {
+      int rc = nx_coll_begin(j->c, sig, &part.k);
+      if (rc) return rc;
+      part.rank = nx_coll_rank(part.k);
+      part.world = nx_coll_size(part.k);
+    }
+    int rc = nx_run_end_now(&part, nx_segcoll_run(&part, sig)); /* part.k = NULL */
+    if (rc) return rc;
+  }
+  return 0;
+}
+
 static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, int nb,
                      nexar_request **req) {
   nx_coll_sig sig = *sigp;
@@ -369,7 +393,8 @@ static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, i
     return vrc;
   }
   if (!run) /* a valid call without a run: coll_call chose the segment */
-    return nx_run_end_now(at, nx_segcoll_run(at, &sig));
+    return at->seg == NX_SEG_CHUNKS ? seg_chunks(at, &sig)
+                                    : nx_run_end_now(at, nx_segcoll_run(at, &sig));
   nx_algo_params_from_config(&at->params, nx_coll_config(at->k));
   at->params.topology = nx_coll_graph(at->k, &at->params.degree);
   nx_segcoll_mark(at);

@@ -81,10 +81,32 @@ static int single_copy(const nx_job *j, const nx_cseg *s) {
   return s->cma && copies && most != SIZE_MAX && most > s->slot;
 }
 
+/* Bytes of a reduction's vector each collective of NX_SEG_CHUNKS takes:
+ * a buffer, and no more than NX_CSEG_REDUCE_MAX read in all. */
+static size_t chunk_bytes(uint32_t n) {
+  size_t b = nx_cseg_slot(n);
+  return b * n > NX_CSEG_REDUCE_MAX ? NX_CSEG_REDUCE_MAX / n : b;
+}
+
+size_t nx_segcoll_chunk(const nx_job *j) {
+  return chunk_bytes(j->c->size) / j->es;
+}
+
+/* A reduction larger than the buffers, cut into collectives of a buffer
+ * each. Measured at n = 2 on 2 cores (nexar-perf all_reduce --procs, best
+ * of 3 against the message path's pipelined ring): 4 MiB 0.77 ms instead
+ * of 1.5, 64 MiB 14 ms instead of 26 (2 MiB the same). Pure. */
+static int chunks(const nx_job *j, uint32_t n) {
+  if (n > NX_CSEG_CHUNK_RANKS || j->es > chunk_bytes(n)) return 0;
+  if (j->kind == NX_COLL_ALL_REDUCE) return nx_algo_force_allreduce < 0;
+  return j->kind == NX_COLL_REDUCE;
+}
+
 int nx_segcoll_eligible(const nx_job *j) {
   nexar_client *c = j->c;
   if (!c->cseg || j->ad || c->size < 2) return NX_SEG_NONE;
   if (single_copy(j, c->cseg)) return NX_SEG_SINGLE; /* any size */
+  if (j->count * j->es > chunk_bytes(c->size) && chunks(j, c->size)) return NX_SEG_CHUNKS;
   /* the largest contribution of any rank decides, so all ranks agree */
   size_t most = published(j, c->size, 1);
   if (most == SIZE_MAX || most > nx_cseg_slot(c->size)) return NX_SEG_NONE;

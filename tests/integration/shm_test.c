@@ -106,6 +106,44 @@ static void nowait_mismatches(nexar_client *c, uint32_t me, int32_t *a) {
   after_late(c, me, me == 0 && !rc, a, "broadcast blocking against non-blocking");
 }
 
+/* Reductions above a rank's buffer run as consecutive segment collectives
+ * of a chunk each (NX_SEG_CHUNKS), with the whole call's signature: 3.5
+ * chunks exact (all_reduce, and reduce at a root), then counts that differ
+ * and a blocking call against non-blocking ones, MISMATCH on every rank at
+ * the first chunk, the next call good (the sequences stayed aligned). */
+static void chunks(nexar_client *c, uint32_t me) {
+  size_t slot = nx_cseg_slot(W);
+  size_t ce = (slot * W > NX_CSEG_REDUCE_MAX ? NX_CSEG_REDUCE_MAX / W : slot) / sizeof(int32_t);
+  size_t big = 3 * ce + ce / 2;
+  int32_t *a = malloc(big * sizeof *a);
+  for (size_t i = 0; i < big; i++)
+    a[i] = (int32_t)(me * 5 + i);
+  uint64_t seq0 = c->next_seq;
+  if (nexar_all_reduce(c, a, big, NEXAR_I32, NEXAR_SUM)) FAIL("chunked all_reduce %zu", big);
+  if (c->next_seq - seq0 != (W <= NX_CSEG_CHUNK_RANKS ? 4u : 1u))
+    FAIL("all_reduce of 3.5 chunks took %llu collectives", (unsigned long long)(c->next_seq - seq0));
+  for (size_t i = 0; i < big; i++)
+    if (a[i] != (int32_t)(5 * W * (W - 1) / 2 + W * i)) FAIL("chunked all_reduce: %zu", i);
+  for (size_t i = 0; i < big; i++)
+    a[i] = (int32_t)(me + 3 * i);
+  if (nexar_reduce(c, a, big, NEXAR_I32, NEXAR_MAX, W - 1)) FAIL("chunked reduce %zu", big);
+  for (size_t i = 0; me == W - 1 && i < big; i++)
+    if (a[i] != (int32_t)(W - 1 + 3 * i)) FAIL("chunked reduce: %zu", i);
+  int rc = nexar_all_reduce(c, a, me == 0 ? big : big - ce, NEXAR_I32, NEXAR_SUM);
+  if (rc != NEXAR_ERR_MISMATCH) FAIL("chunked counts that differ: %s", nexar_strerror(rc));
+  if (nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM)) FAIL("all_reduce after chunked counts");
+  nexar_request *q = NULL;
+  if (me == 0)
+    rc = nexar_all_reduce(c, a, big, NEXAR_I32, NEXAR_SUM);
+  else if ((rc = nexar_all_reduce_nb(c, a, big, NEXAR_I32, NEXAR_SUM, &q)) == 0)
+    rc = nexar_wait(q);
+  /* (above NX_CSEG_CHUNK_RANKS every rank takes the message path: no mismatch) */
+  if (rc != (W <= NX_CSEG_CHUNK_RANKS ? NEXAR_ERR_MISMATCH : 0))
+    FAIL("chunked against non-blocking: %s", nexar_strerror(rc));
+  if (nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM)) FAIL("all_reduce after chunked/nb");
+  free(a);
+}
+
 /* The communicator's collective segment: every blocking collective at
  * sizes around what one rank may publish (nx_cseg_slot: above it they take
  * messages), checked exactly, with a non-blocking all_reduce in flight
@@ -193,6 +231,7 @@ static void segment(nexar_client *c, uint32_t me) {
   rc = nexar_all_reduce(c, a, me == W - 1 ? 5 : 4, NEXAR_I32, NEXAR_SUM);
   if (rc != NEXAR_ERR_MISMATCH) FAIL("counts 4 against 5: %s", nexar_strerror(rc));
   if (nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM)) FAIL("all_reduce after the mismatches");
+  chunks(c, me);
   nowait_mismatches(c, me, a);
   free(a);
   free(b);

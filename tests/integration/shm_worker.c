@@ -109,8 +109,10 @@ static void order(nexar_client *c) {
   if (st.shm != 3 || st.shm_bytes_sent == 0)
     DIE(4, "point-to-point to rank %u did not go by the ring (shm %d, %llu bytes)", right, st.shm,
         (unsigned long long)st.shm_bytes_sent);
-  static const size_t COUNTS[] = {1, 255, 8191, 8192, 8193, 40000, 300000};
-  size_t maxc = 300000 * W;
+  /* 300000 and 700001 floats: above a rank's buffer, all_reduce in
+   * consecutive chunks (the last a partial one) */
+  static const size_t COUNTS[] = {1, 255, 8191, 8192, 8193, 40000, 300000, 700001};
+  size_t maxc = 700001 * W;
   float *a = malloc(maxc * sizeof *a), *b = malloc(maxc * sizeof *b);
   for (size_t q = 0; q < sizeof COUNTS / sizeof *COUNTS; q++) {
     size_t cnt = COUNTS[q];
