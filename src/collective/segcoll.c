@@ -451,13 +451,24 @@ static int read_all(const segop *o) {
   return rc;
 }
 
-static void reduce_all(const segop *o, void *dst, size_t off, size_t count) {
+/* Every rank reduces in rank order, so all get the same bits. dst holds our
+ * own vector already when it is in place (all_reduce, reduce): rank 0 starts
+ * from it, which saves a copy of the vector; with two ranks so does rank 1,
+ * as the kernels make a op b and b op a the same bits (NaNs canonical, min
+ * and max symmetric: reduce/reduce.c). */
+static void reduce_all(const segop *o, void *dst, size_t off, size_t count, int own) {
   nx_job *j = o->j;
   nexar_op op = j->op == NEXAR_AVG ? NEXAR_SUM : j->op;
   size_t es = j->es;
-  memcpy(dst, nx_cseg_buf(o->s, 0, o->seq) + off * es, count * es);
-  for (uint32_t r = 1; r < o->s->n; r++)
-    nx_reduce(dst, nx_cseg_buf(o->s, r, o->seq) + off * es, count, j->dt, op);
+  uint32_t n = o->s->n, me = o->s->me;
+  int from_own = own && (me == 0 || n == 2);
+  if (from_own && me == 1) {
+    nx_reduce(dst, nx_cseg_buf(o->s, 0, o->seq) + off * es, count, j->dt, op);
+  } else {
+    if (!from_own) memcpy(dst, nx_cseg_buf(o->s, 0, o->seq) + off * es, count * es);
+    for (uint32_t r = 1; r < n; r++)
+      nx_reduce(dst, nx_cseg_buf(o->s, r, o->seq) + off * es, count, j->dt, op);
+  }
   if (j->op == NEXAR_AVG) nx_avg_div(dst, count, j->dt, o->s->n);
 }
 
@@ -469,13 +480,13 @@ static void compute(const segop *o) {
   char *recv = j->recv;
   switch (j->kind) {
   case NX_COLL_ALL_REDUCE:
-    reduce_all(o, j->buf, 0, j->count);
+    reduce_all(o, j->buf, 0, j->count, 1);
     break;
   case NX_COLL_REDUCE:
-    if (me == j->root) reduce_all(o, j->buf, 0, j->count);
+    if (me == j->root) reduce_all(o, j->buf, 0, j->count, 1);
     break;
   case NX_COLL_REDUCE_SCATTER:
-    reduce_all(o, recv, (size_t)me * j->count, j->count);
+    reduce_all(o, recv, (size_t)me * j->count, j->count, 0);
     break;
   case NX_COLL_BROADCAST:
     if (me != j->root) memcpy(j->buf, nx_cseg_buf(s, j->root, o->seq), blk);

@@ -14,6 +14,7 @@
  * receive from rank 0 must fail with PROTOCOL, and the record be counted. */
 #include <nexar/nexar.h>
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +107,37 @@ static void nowait_mismatches(nexar_client *c, uint32_t me, int32_t *a) {
   after_late(c, me, me == 0 && !rc, a, "broadcast blocking against non-blocking");
 }
 
+/* Every rank gets the same bits from a segment reduction of arbitrary
+ * floats (sum: rounding; max: NaNs, whose answer depends on the operand
+ * order), in one buffer and in chunks: each rank hashes its result, and the
+ * hashes are gathered and compared. */
+static void same_bits(nexar_client *c, uint32_t me) {
+  size_t slot = nx_cseg_slot(W) / sizeof(float);
+  const size_t counts[] = {1000, slot + slot / 3};
+  const nexar_op ops[] = {NEXAR_SUM, NEXAR_MAX, NEXAR_MIN, NEXAR_AVG};
+  float *a = malloc(counts[1] * sizeof *a);
+  for (size_t q = 0; q < 2; q++)
+    for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
+      size_t n = counts[q];
+      uint64_t x = 0x9e3779b97f4a7c15ull * (me + 1) + o;
+      for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        a[i] = (i % 97 == me) ? NAN : (float)((double)(x >> 11) / 9007199254740992.0 - 0.5);
+      }
+      if (nexar_all_reduce(c, a, n, NEXAR_F32, ops[o])) FAIL("same_bits all_reduce %zu", n);
+      uint64_t h = 1469598103934665603ull, hs[16];
+      const uint8_t *b = (const uint8_t *)a;
+      for (size_t i = 0; i < n * sizeof *a; i++)
+        h = (h ^ b[i]) * 1099511628211ull;
+      if (nexar_all_gather(c, &h, hs, 1, NEXAR_U64)) FAIL("same_bits all_gather");
+      for (uint32_t r = 0; r < W; r++)
+        if (hs[r] != hs[0])
+          FAIL("all_reduce of %zu floats (op %d): rank %u got other bits than rank 0", n,
+               (int)ops[o], r);
+    }
+  free(a);
+}
+
 /* Reductions above a rank's buffer run as consecutive segment collectives
  * of a chunk each (NX_SEG_CHUNKS), with the whole call's signature: 3.5
  * chunks exact (all_reduce, and reduce at a root), then counts that differ
@@ -121,7 +153,8 @@ static void chunks(nexar_client *c, uint32_t me) {
   uint64_t seq0 = c->next_seq;
   if (nexar_all_reduce(c, a, big, NEXAR_I32, NEXAR_SUM)) FAIL("chunked all_reduce %zu", big);
   if (c->next_seq - seq0 != (W <= NX_CSEG_CHUNK_RANKS ? 4u : 1u))
-    FAIL("all_reduce of 3.5 chunks took %llu collectives", (unsigned long long)(c->next_seq - seq0));
+    FAIL("all_reduce of 3.5 chunks took %llu collectives",
+         (unsigned long long)(c->next_seq - seq0));
   for (size_t i = 0; i < big; i++)
     if (a[i] != (int32_t)(5 * W * (W - 1) / 2 + W * i)) FAIL("chunked all_reduce: %zu", i);
   for (size_t i = 0; i < big; i++)
@@ -232,6 +265,7 @@ static void segment(nexar_client *c, uint32_t me) {
   if (rc != NEXAR_ERR_MISMATCH) FAIL("counts 4 against 5: %s", nexar_strerror(rc));
   if (nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM)) FAIL("all_reduce after the mismatches");
   chunks(c, me);
+  same_bits(c, me);
   nowait_mismatches(c, me, a);
   free(a);
   free(b);
