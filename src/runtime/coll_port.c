@@ -125,6 +125,9 @@ int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f) {
   }
   nx_active_coll *a = find_active(c, f->tag);
   if (a) {
+    /* failed here: no receive of it will be posted, and a same-host
+     * descriptor's sender hears so now (dropping answers it) */
+    if (a->failed_rc) return 1;
     if (sig_equal(f, &a->sig)) return 0;
     char mine[96], theirs[96], why[240];
     nx_coll_describe(mine, sizeof mine, a->sig.op, a->sig.dtype, a->sig.redop, a->sig.root,
@@ -540,7 +543,10 @@ int nx_coll_end(nx_coll *k, int rc) {
       *pp = k->ac.next;
       break;
     }
-  if (rc) c->last_fail_seq = k->ac.seq, c->last_fail_rc = rc;
+  if (rc) {
+    c->last_fail_seq = k->ac.seq, c->last_fail_rc = rc;
+    nx_comm_drop_coll_locked(c, k->ac.seq);
+  }
   nx_comm_log_end_locked(c, k->log_id, rc, rc ? why : NULL);
   int spare = !k->nreqs && !c->coll_spare; /* k is the next begin's from here */
   if (spare) {

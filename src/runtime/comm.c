@@ -137,22 +137,33 @@ int nx_comm_check(nx_comm *c, const char *op) {
   return nx_comm_check_peer(c, op, UINT32_MAX);
 }
 
-/* Drops c's queued messages: after a revoke nothing can receive them. */
-static void purge_unexpected_locked(nx_comm *c) {
+/* Drops queued messages of c (all of them, or those of one collective): a
+ * descriptor's sender is answered as it is freed. */
+static void drop_queued_locked(nx_comm *c, int one, uint64_t seq) {
   nx_ep *ep = c->ep;
   nx_msg *prev = NULL;
   for (nx_msg *m = ep->unexp_head, *n; m; m = n) {
     n = m->next;
-    if (m->f.comm_id != c->id || m->f.kind == NX_KIND_RPC_REQ) {
+    if (m->f.comm_id != c->id || m->f.kind == NX_KIND_RPC_REQ ||
+        (one && (m->f.kind != NX_KIND_COLL || m->f.tag != seq))) {
       prev = m;
       continue;
     }
     nx_match_unlink(ep, prev, m); /* one pass: nx_match_unqueue would walk the queue again */
-    m->peer->st.stale_frames++;
+    if (!one) m->peer->st.stale_frames++;
     m->discard = 1;
     nx_msg_release_credit(ep, m);
     if (m->complete || !m->rs) nx_msg_free(ep, m);
   }
+}
+
+/* After a revoke nothing can receive c's queued messages. */
+static void purge_unexpected_locked(nx_comm *c) {
+  drop_queued_locked(c, 0, 0);
+}
+
+void nx_comm_drop_coll_locked(nx_comm *c, uint64_t seq) {
+  drop_queued_locked(c, 1, seq);
 }
 
 int nx_comm_lost_rank_locked(const nx_comm *c, uint32_t r) {

@@ -113,6 +113,10 @@ void nx_comm_fail_pending_locked(nx_comm *c, int rc, const char *why);
  * flood every live member is told (each forwards the notice once, so it
  * spreads even if this rank dies right after). */
 void nx_comm_revoke_locked(nx_comm *c, int flood, const char *why);
+/* Collective seq of c ended here with an error: the frames of it that were
+ * queued before it failed are dropped (their descriptors' senders answered),
+ * as later ones are on arrival. */
+void nx_comm_drop_coll_locked(nx_comm *c, uint64_t seq);
 /* Comm rank r of c is dead, or was named lost by a revoke notice. */
 int nx_comm_lost_rank_locked(const nx_comm *c, uint32_t r);
 /* An operation on c failed because a member is lost: revokes c (ULFM). */

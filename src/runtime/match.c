@@ -246,6 +246,11 @@ void nx_match_arrived(nx_ep *ep, nx_msg *m) {
     nx_msg_finish_if_complete(ep, m);
     return;
   }
+  /* A descriptor whose sender's cancel overtook it: msg_finish checks one
+   * that completes once queued; one that arrives whole (the ring, the lane,
+   * a stream ordered after its end) is checked here, or its sender would
+   * wait for an answer forever. */
+  if (m->complete && nx_rndv_drop_cancelled_locked(ep, m)) return;
   enqueue_unexpected(ep, m);
 }
 

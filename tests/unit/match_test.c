@@ -95,6 +95,24 @@ int main(void) {
   free(r);
   /* probe any source */
   CHECK(nx_match_peek(ep, &(nx_key){.kind = NX_KIND_P2P, .tag = 42, .src = 99}, 1), "any src");
+  /* a same-host descriptor whose sender's cancel came first (it overtook
+   * the descriptor on another stream) and that then arrives whole: dropped
+   * on arrival, never queued for a receive that will not come (its sender
+   * would wait for the answer forever: CI, integration.shm.world9) */
+  {
+    uint8_t desc[32] = {0};
+    desc[0] = 77; /* the rendezvous id, little-endian */
+    ep->peers[0]->rndv_cancelled[ep->peers[0]->ncancelled++ % 8] = 77;
+    nx_frame f = {.kind = NX_KIND_COLL, .tag = 116, .round = 1, .flags = NX_FLAG_RNDV};
+    f.status = sizeof desc; /* a descriptor's own length */
+    nexar_iovec v = {desc, sizeof desc};
+    ep->stop = 1; /* the answer to the sender is not sent over a fake endpoint */
+    CHECK(nx_local_deliver(ep, &f, &v, 1) == 0, "deliver descriptor");
+    ep->stop = 0;
+    CHECK(!nx_match_peek(ep, &(nx_key){.kind = NX_KIND_COLL, .tag = 116, .round = 1}, 0),
+          "a cancelled descriptor that arrives whole is dropped");
+    CHECK(ep->peers[0]->rndv_cancelled[0] == 0, "its cancel is used up");
+  }
   /* cleanup */
   while (ep->unexp_head) {
     nx_msg *x = ep->unexp_head;
