@@ -219,6 +219,11 @@ int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), 
                        what, (unsigned long long)nx_coll_seq(k),
                        (unsigned long long)nx_coll_client(k)->id, who, timeout_ms, step);
       spin = now < spin_until;
+      /* The scheduler may have put the rank we wait for on our CPU (a
+       * woken sleeper goes where its waker ran): spinning on would keep it
+       * off until the spin ends. A yield now and then hands it the CPU,
+       * and costs one system call when nothing else wants it. */
+      if (spin && !yield) sched_yield();
     }
     if (spin) {
       if (yield)

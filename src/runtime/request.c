@@ -163,7 +163,10 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
       }
       if (nx_ep_run_deferred(ep)) spin_until = nx_now_ns() + nx_ep_spin_ns(ep, &yield);
       if (atomic_load_explicit(&r->done, memory_order_acquire)) break;
-      if (yield)
+      /* every pass yields with more ranks than CPUs; otherwise the last
+       * light pass does, as the segment's waits do (nx_cseg_wait: the peer
+       * may have been put on our CPU) */
+      if (yield || light == NX_LIGHT_PASSES)
         sched_yield();
       else
         nx_cpu_relax();
