@@ -16,6 +16,7 @@
 #include "cluster/view.h"
 #include "core/addr.h"
 #include "core/config.h"
+#include "core/cpubind.h"
 #include "runtime/comm.h"
 
 /* The host peers use to reach this endpoint: the bind host unless it is a
@@ -94,6 +95,7 @@ typedef struct seed_watch {
 } seed_watch;
 
 static void *watch_main(void *arg) {
+  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   seed_watch *w = arg;
   while (!atomic_load(&w->stop)) {
     void *m = NULL;
@@ -217,6 +219,27 @@ static int late_join(nx_ep *ep, nx_chan **ch, const nexar_config *cfg, nx_key *k
   return rc;
 }
 
+/* NEXAR_CPU_BIND: this thread's share of the CPUs among the ranks with our
+ * host name and advertised host (both: a machine under two names counts as
+ * two, so auto, which binds only when every rank is local, errs towards
+ * leaving threads alone). */
+static void bind_cpus(nx_ep *ep, const nx_welcome *w) {
+  char mine[NX_ADDR_HOST_MAX], host[NX_ADDR_HOST_MAX];
+  uint16_t port;
+  if (ep->knobs.cpu_bind == NX_BIND_NONE || w->rank >= w->world_size ||
+      nx_addr_split(w->addrs[w->rank], NULL, mine, sizeof mine, &port))
+    return;
+  uint32_t nlocal = 0, index = 0;
+  for (uint32_t r = 0; r < w->world_size; r++) {
+    if (nx_addr_split(w->addrs[r], NULL, host, sizeof host, &port) || strcmp(host, mine) ||
+        strcmp(w->hosts[r], w->hosts[w->rank]))
+      continue;
+    if (r < w->rank) index++;
+    nlocal++;
+  }
+  nx_cpu_bind_self(ep->knobs.cpu_bind, nlocal, index, nlocal == w->world_size);
+}
+
 int nx_join_ex(nexar_client **out, const char *seed_addr, const nexar_config *ucfg,
                uint32_t want_rank, uint32_t world_hint, nexar_seed *own_seed) {
   if (!out) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "join: NULL out");
@@ -310,6 +333,7 @@ int nx_join_ex(nexar_client **out, const char *seed_addr, const nexar_config *uc
     atomic_store(&sw.stop, 1);
     pthread_join(sw.thr, NULL);
   }
+  if (!rc) bind_cpus(ep, &w);
   if (!rc) { /* tell the seed our mesh is up; it cannot change the outcome any more */
     uint8_t *fb;
     size_t fl;

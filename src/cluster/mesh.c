@@ -1,5 +1,6 @@
 /* Mesh formation and nexar_bootstrap_local (all ranks in this process). */
 #include "cluster/mesh.h"
+#include "core/cpubind.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,7 @@ typedef struct form_arg {
 } form_arg;
 
 static void *form_thread(void *arg) {
+  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   form_arg *a = arg;
   a->rc = nx_mesh_form(a->ep, a->rank, a->world, a->cid, a->creds, a->addrs, a->deadline, &a->out);
   if (a->rc) snprintf(a->err, sizeof a->err, "%s", nexar_last_error());

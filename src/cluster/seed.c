@@ -29,8 +29,9 @@
 
 #include "cluster/bootmsg.h"
 #include "cluster/chan.h"
-#include "core/config.h"
 #include "cluster/seed_int.h"
+#include "core/config.h"
+#include "core/cpubind.h"
 #include "transport/pki.h"
 
 #define NX_SEED_STEP_MS 10000u   /* Hello and Welcome deadline per joiner */
@@ -324,6 +325,7 @@ static void serve(joiner *j) {
 }
 
 static void *joiner_main(void *arg) {
+  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   joiner *j = arg;
   serve(j);
   pthread_mutex_lock(&j->s->mu);
@@ -435,6 +437,7 @@ static void hand_off_locked(nexar_seed *s) {
 }
 
 static void *accept_main(void *arg) {
+  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   nexar_seed *s = arg;
   struct pollfd *pfd = nx_calloc(NX_SEED_PENDING_MAX + 1, sizeof *pfd);
   int *idx = nx_calloc(NX_SEED_PENDING_MAX + 1, sizeof *idx);

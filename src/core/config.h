@@ -87,17 +87,19 @@ void nx_config_print_all(FILE *f, const nexar_config *c);
  * takes a config; each endpoint keeps its parsed copy (ep->knobs) and call
  * sites read that, not getenv. NEXAR_TEST_IMPAIR is only checked for length
  * here; udp.c parses its syntax when it opens the socket. */
-#define NX_KNOB_AUTO UINT32_MAX    /* a u32 knob left to the library */
-#define NX_KNOB_AUTO_SIZE SIZE_MAX /* a byte-size knob left to the library */
+#define NX_KNOB_AUTO UINT32_MAX                    /* a u32 knob left to the library */
+#define NX_KNOB_AUTO_SIZE SIZE_MAX                 /* a byte-size knob left to the library */
+enum { NX_BIND_AUTO, NX_BIND_CORE, NX_BIND_NONE }; /* nx_knobs.cpu_bind */
 typedef struct nx_knobs {
   int debug;               /* NEXAR_DEBUG: off|error|warn|info|debug|trace (0 off, 1 debug) */
   const char *debug_file;  /* NEXAR_DEBUG_FILE: template with %h %p %r %%, < PATH_MAX */
   int dump_on_timeout;     /* NEXAR_DUMP_ON_TIMEOUT: bool, 0 */
   int lane;                /* NEXAR_LANE: bool, 1 (0: no same-host datagram lane) */
   int shm;                 /* NEXAR_SHM: bool, 1 (0: no same-host shared-memory rings) */
-  int shm_coll; /* NEXAR_SHM_COLL: bool, 1 (0: small collectives never use a segment) */
+  int shm_coll;            /* NEXAR_SHM_COLL: bool, 1 (0: small collectives never use a segment) */
   uint32_t yield_us;       /* NEXAR_YIELD_US: 0..1000000 or auto */
   uint32_t spin_us;        /* NEXAR_SPIN_US: 0..1000000 or auto */
+  int cpu_bind;            /* NEXAR_CPU_BIND: auto|core|none (core/cpubind.h) */
   const char *quic_cc;     /* NEXAR_QUIC_CC: "bbr2" (default), "bbr", "cubic", "reno" */
   const char *reduce_impl; /* NEXAR_REDUCE_IMPL: "auto" (default), "scalar", "avx2", "avx512" */
   int bulk_tcp_local;      /* NEXAR_BULK_TCP_LOCAL: bool, 0 */

@@ -35,6 +35,9 @@ static const nx_knob_name nx_cc_names[] = {
 static const nx_knob_name nx_impl_names[] = {
     {"auto", 0}, {"scalar", 1}, {"avx2", 2}, {"avx512", 3}, {NULL, 0}};
 
+static const nx_knob_name nx_bind_names[] = {
+    {"auto", NX_BIND_AUTO}, {"core", NX_BIND_CORE}, {"none", NX_BIND_NONE}, {NULL, 0}};
+
 #define NX_US_MAX 1000000u /* one second */
 
 /* field, variable, kind, default, min, max (strings: longest length),
@@ -48,6 +51,7 @@ static const nx_knob_name nx_impl_names[] = {
   X(shm_coll, "NEXAR_SHM_COLL", NX_KB_BOOL, 1, 0, 1, NULL)                                         \
   X(yield_us, "NEXAR_YIELD_US", NX_KB_U32, NX_KNOB_AUTO, 0, NX_US_MAX, NULL)                       \
   X(spin_us, "NEXAR_SPIN_US", NX_KB_U32, NX_KNOB_AUTO, 0, NX_US_MAX, NULL)                         \
+  X(cpu_bind, "NEXAR_CPU_BIND", NX_KB_ENUM, NX_BIND_AUTO, 0, 0, nx_bind_names)                     \
   X(quic_cc, "NEXAR_QUIC_CC", NX_KB_NAME, 0, 0, 0, nx_cc_names)                                    \
   X(reduce_impl, "NEXAR_REDUCE_IMPL", NX_KB_NAME, 0, 0, 0, nx_impl_names)                          \
   X(bulk_tcp_local, "NEXAR_BULK_TCP_LOCAL", NX_KB_BOOL, 0, 0, 1, NULL)                             \

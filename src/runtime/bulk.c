@@ -28,6 +28,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "core/cpubind.h"
 #include "runtime/request.h"
 #include "runtime/rndv.h"
 #include "transport/tcp.h"
@@ -148,6 +149,7 @@ static int write_item(nx_bulk *b, bk_item *it) {
 }
 
 static void *writer_main(void *arg) {
+  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   nx_bulk *b = arg;
   nx_ep *ep = b->ep;
   pthread_mutex_lock(&ep->mu);
@@ -311,6 +313,7 @@ static int accept_hello(nx_bulk *b) {
 }
 
 static void *reader_main(void *arg) {
+  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   nx_bulk *b = arg;
   nx_ep *ep = b->ep;
   int rc = b->dial ? dial(b) : accept_hello(b);
@@ -405,6 +408,7 @@ static int reap_locked(nx_ep *ep) {
 }
 
 static void *listener_main(void *arg) {
+  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   nx_ep *ep = arg;
   pthread_mutex_lock(&ep->mu);
   while (!ep->bulk_stop) {

@@ -1,4 +1,5 @@
 /* Device adapter calls and the copy threads (devcopy.h). */
+#include "core/cpubind.h"
 #include "runtime/devcopy.h"
 
 #include <errno.h>
@@ -105,6 +106,7 @@ static task *cp_head, *cp_tail;
 static unsigned cp_threads, cp_idle;
 
 static void *copier(void *arg) {
+  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   (void)arg;
   pthread_mutex_lock(&cp_mu);
   for (;;) {

@@ -1,6 +1,7 @@
 /* The endpoint and its progress thread: epoll over the UDP socket and an
  * eventfd, sub-millisecond timers, heartbeats, failure detection, the send
  * path and teardown. */
+#include "core/cpubind.h"
 #include "runtime/engine.h"
 
 #include <errno.h>
@@ -589,6 +590,7 @@ uint64_t nx_ep_progress2_locked(nx_ep *ep, int do_recv) {
 }
 
 static void *progress_main(void *arg) {
+  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   nx_ep *ep = arg;
   nx_log_set_rank(ep->rank);
   nx_ep_set_driver(ep);

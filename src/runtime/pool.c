@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/common.h"
+#include "core/cpubind.h"
 
 #define NX_POOL_MAX 256
 #define NX_POOL_IDLE_NS 2000000000ull
@@ -24,6 +25,7 @@ static job *pool_head, *pool_tail;
 static int pool_threads, pool_idle;
 
 static void *worker(void *arg) {
+  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   (void)arg;
   pthread_mutex_lock(&pool_mu);
   for (;;) {
@@ -55,11 +57,14 @@ int nx_pool_submit(void (*fn)(void *arg), void *arg) {
   if (!j) return nx_fail(NEXAR_ERR_NOMEM, "worker job");
   j->fn = fn, j->arg = arg, j->next = NULL;
   pthread_mutex_lock(&pool_mu);
-  if (pool_tail) pool_tail->next = j;
-  else pool_head = j;
+  if (pool_tail)
+    pool_tail->next = j;
+  else
+    pool_head = j;
   pool_tail = j;
   int queued = 0;
-  for (job *x = pool_head; x; x = x->next) queued++;
+  for (job *x = pool_head; x; x = x->next)
+    queued++;
   if (pool_idle < queued && pool_threads < NX_POOL_MAX) {
     pthread_t t;
     pthread_attr_t at;

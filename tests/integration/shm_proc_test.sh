@@ -153,5 +153,40 @@ if start 3 coll; then
 fi
 unset NEXAR_DEBUG
 
+# bind_check MODE: 2 ranks; with a CPU each (auto, as core), their main
+# threads' CPU lists differ and neither is the whole set, while the
+# library's threads keep the whole set; with none, nothing is bound
+bind_check() {
+  local mode=$1 all
+  all=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+  export NEXAR_CPU_BIND=$mode
+  if start 2 bind; then
+    wait "${W[0]}"; wait "${W[1]}"
+    local m0 m1 l0 l1
+    m0=$(sed -n 's/^rank 0: cpus main=\([^ ]*\) .*/\1/p' "$D/w0")
+    m1=$(sed -n 's/^rank 1: cpus main=\([^ ]*\) .*/\1/p' "$D/w1")
+    l0=$(sed -n 's/^rank 0: .* library=//p' "$D/w0")
+    l1=$(sed -n 's/^rank 1: .* library=//p' "$D/w1")
+    echo "    $mode: rank 0 main on $m0, library on $l0; rank 1 main on $m1, library on $l1 (of $all)"
+    if [ -z "$m0" ] || [ -z "$m1" ]; then
+      echo "FAIL bind $mode: no CPU lists"; tail -n 3 "$D"/w*; FAILED=1
+    elif [ "$l0" != "$all" ] || [ "$l1" != "$all" ]; then
+      echo "FAIL bind $mode: the library's threads are bound"; FAILED=1
+    elif [ "$mode" = none ] && { [ "$m0" != "$all" ] || [ "$m1" != "$all" ]; }; then
+      echo "FAIL bind none: a main thread is bound"; FAILED=1
+    elif [ "$mode" != none ] && { [ "$m0" = "$all" ] || [ "$m1" = "$all" ] || [ "$m0" = "$m1" ]; }; then
+      echo "FAIL bind $mode: the main threads do not have a share each"; FAILED=1
+    fi
+  fi
+  unset NEXAR_CPU_BIND
+}
+if [ "$(nproc)" -ge 2 ] && [ "$(nproc)" = "$(getconf _NPROCESSORS_ONLN)" ]; then
+  echo "=== bind: NEXAR_CPU_BIND, 2 ranks on $(nproc) CPUs"
+  bind_check auto
+  bind_check none
+else
+  echo "skip bind: fewer than 2 CPUs, or this process is bound already"
+fi
+
 [ $FAILED = 0 ] && echo "ok: shm processes" || echo "FAIL: shm processes"
 exit $FAILED

@@ -36,6 +36,7 @@
 
 #include "codes.h"
 
+#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -264,6 +265,41 @@ static void coll_mode(nexar_client *c) {
   DIE(2, "nothing failed in 20 s");
 }
 
+/* The CPUs a thread of this process may run on, as the kernel lists them. */
+static void cpus_of(const char *tid, char *out, size_t cap) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/self/task/%s/status", tid);
+  snprintf(out, cap, "?");
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "Cpus_allowed_list:", 18)) {
+      char *v = line + 18;
+      v += strspn(v, " \t");
+      v[strcspn(v, "\n")] = 0;
+      snprintf(out, cap, "%s", v);
+    }
+  fclose(f);
+}
+
+/* NEXAR_CPU_BIND: the CPUs of the thread that formed the world and of the
+ * library's threads (shm_proc_test.sh compares the ranks' lists). */
+static void bind_mode(nexar_client *c) {
+  char tid[32], mine[128], lib[128] = "", cur[128];
+  snprintf(tid, sizeof tid, "%d", (int)getpid()); /* the main thread */
+  cpus_of(tid, mine, sizeof mine);
+  DIR *d = opendir("/proc/self/task");
+  struct dirent *e;
+  while (d && (e = readdir(d)))
+    if (e->d_name[0] != '.' && strcmp(e->d_name, tid)) {
+      cpus_of(e->d_name, cur, sizeof cur);
+      if (!lib[0] || strlen(cur) > strlen(lib)) snprintf(lib, sizeof lib, "%s", cur);
+    }
+  if (d) closedir(d);
+  printf("rank %u: cpus main=%s library=%s\n", me, mine, lib);
+  if (nexar_barrier(c)) DIE(3, "bind barrier");
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) return 64;
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -293,6 +329,8 @@ int main(int argc, char **argv) {
     forge_mode(c);
   else if (!strcmp(argv[1], "coll"))
     coll_mode(c);
+  else if (!strcmp(argv[1], "bind"))
+    bind_mode(c);
   else
     return 64;
   nexar_client_del(c);

@@ -64,11 +64,12 @@ static int cfg_same(const nexar_config *a, const nexar_config *b, const char *ct
   CMP(rpc_timeout_ms)
   CMP(connect_timeout_ms)
   CMP(large_msg_bytes)
-  CMP(pipeline_segment_bytes) CMP(ring_max_world) CMP(bulk_transport) CMP(encrypt_bulk)
-      CMP(compressed_allreduce_max_bytes) CMP(heartbeat_interval_ms) CMP(heartbeat_timeout_ms)
-          CMP(recovery_timeout_ms) CMP(recovery_policy) CMP(topology) CMP(topology_degree)
-              CMP(elastic_min_world) CMP(elastic_max_world) CMP(elastic_checkpoint_timeout_ms)
-                  CMP(cluster_token) CMP(bind_addr) CMP(adapter)
+  CMP(pipeline_segment_bytes)
+  CMP(ring_max_world) CMP(bulk_transport) CMP(encrypt_bulk) CMP(compressed_allreduce_max_bytes)
+      CMP(heartbeat_interval_ms) CMP(heartbeat_timeout_ms) CMP(recovery_timeout_ms)
+          CMP(recovery_policy) CMP(topology) CMP(topology_degree) CMP(elastic_min_world)
+              CMP(elastic_max_world) CMP(elastic_checkpoint_timeout_ms) CMP(cluster_token)
+                  CMP(bind_addr) CMP(adapter)
 #undef CMP
                       return same;
 }
@@ -723,7 +724,7 @@ static void test_unsupported(void) {
 static const char *const knob_vars[] = {
     "NEXAR_DEBUG",          "NEXAR_DEBUG_FILE",     "NEXAR_DUMP_ON_TIMEOUT", "NEXAR_LANE",
     "NEXAR_YIELD_US",       "NEXAR_SPIN_US",        "NEXAR_QUIC_CC",         "NEXAR_REDUCE_IMPL",
-    "NEXAR_BULK_TCP_LOCAL", "NEXAR_BULK_MIN_BYTES", "NEXAR_TEST_IMPAIR"};
+    "NEXAR_BULK_TCP_LOCAL", "NEXAR_BULK_MIN_BYTES", "NEXAR_TEST_IMPAIR",     "NEXAR_CPU_BIND"};
 #define NKNOBS (sizeof knob_vars / sizeof knob_vars[0])
 
 static void clear_knobs(void) {
@@ -755,7 +756,7 @@ static void test_knobs(void) {
   nx_knobs k;
   CHECK(nx_knobs_from_env(&k) == 0);
   CHECK(k.debug == NX_LOG_OFF && k.debug_file == NULL && k.dump_on_timeout == 0 && k.lane == 1);
-  CHECK(k.yield_us == NX_KNOB_AUTO && k.spin_us == NX_KNOB_AUTO);
+  CHECK(k.yield_us == NX_KNOB_AUTO && k.spin_us == NX_KNOB_AUTO && k.cpu_bind == NX_BIND_AUTO);
   CHECK(strcmp(k.quic_cc, "bbr2") == 0 && strcmp(k.reduce_impl, "auto") == 0);
   CHECK(k.bulk_tcp_local == 0 && k.bulk_min_bytes == NX_KNOB_AUTO_SIZE && k.test_impair == NULL);
 
@@ -770,7 +771,9 @@ static void test_knobs(void) {
   setenv("NEXAR_BULK_TCP_LOCAL", "1", 1);
   setenv("NEXAR_BULK_MIN_BYTES", "0", 1);
   setenv("NEXAR_TEST_IMPAIR", "loss=1%", 1);
+  setenv("NEXAR_CPU_BIND", "None", 1);
   CHECK(nx_knobs_from_env(&k) == 0);
+  CHECK(k.cpu_bind == NX_BIND_NONE);
   CHECK(k.debug == NX_LOG_INFO && strcmp(k.debug_file, "/tmp/x-%r.log") == 0);
   CHECK(k.dump_on_timeout == 1 && k.lane == 0 && k.yield_us == 1000000 && k.spin_us == 0);
   CHECK(strcmp(k.quic_cc, "cubic") == 0 && strcmp(k.reduce_impl, "scalar") == 0);
@@ -794,6 +797,7 @@ static void test_knobs(void) {
     }
     CHECK(strstr(text, "NEXAR_QUIC_CC=cubic\n") && strstr(text, "NEXAR_DEBUG=info\n"));
     CHECK(strstr(text, "NEXAR_YIELD_US=1000000\n") && strstr(text, "NEXAR_LANE=0\n"));
+    CHECK(strstr(text, "NEXAR_CPU_BIND=none\n"));
     CHECK(strstr(text, "NEXAR_COLLECTIVE_TIMEOUT_MS=30000\n"));
     free(text);
   }
@@ -811,6 +815,7 @@ static void test_knobs(void) {
   knob_bad("NEXAR_QUIC_CC", "vegas",
            "NEXAR_QUIC_CC='vegas': expected one of bbr2, bbr, cubic, reno");
   knob_bad("NEXAR_REDUCE_IMPL", "neon", "NEXAR_REDUCE_IMPL='neon'");
+  knob_bad("NEXAR_CPU_BIND", "socket", "NEXAR_CPU_BIND='socket': expected one of auto, core, none");
   knob_bad("NEXAR_BULK_TCP_LOCAL", "x", "NEXAR_BULK_TCP_LOCAL='x'");
   knob_bad("NEXAR_BULK_MIN_BYTES", "2T", "NEXAR_BULK_MIN_BYTES='2T': out of range");
   char longv[5000];

@@ -1,0 +1,69 @@
+/* NEXAR_CPU_BIND (cpubind.h). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "core/cpubind.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "core/common.h"
+#include "core/config.h"
+
+static cpu_set_t unbound; /* the allowed set before the first binding */
+static atomic_int claimed, have_unbound;
+
+void nx_cpu_share(uint32_t ncpu, uint32_t nlocal, uint32_t index, uint32_t *first,
+                  uint32_t *count) {
+  if (!ncpu || !nlocal) {
+    *first = 0, *count = 0;
+  } else if (nlocal <= ncpu) {
+    index %= nlocal;
+    *first = (uint32_t)((uint64_t)index * ncpu / nlocal);
+    *count = (uint32_t)((uint64_t)(index + 1) * ncpu / nlocal) - *first;
+  } else {
+    *first = index % ncpu, *count = 1;
+  }
+}
+
+int nx_cpu_bind_self(int mode, uint32_t nlocal, uint32_t index, int whole_world_local) {
+  if (mode == NX_BIND_NONE || nlocal == 0) return 0;
+  cpu_set_t now;
+  if (sched_getaffinity(0, sizeof now, &now)) return 0;
+  uint32_t ncpu = (uint32_t)CPU_COUNT(&now);
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (mode == NX_BIND_AUTO && (!whole_world_local || nlocal > ncpu || (long)ncpu != online))
+    return 0;
+  uint32_t first, count;
+  nx_cpu_share(ncpu, nlocal, index, &first, &count);
+  cpu_set_t want;
+  CPU_ZERO(&want);
+  uint32_t pos = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE && pos < first + count; cpu++) {
+    if (!CPU_ISSET(cpu, &now)) continue;
+    if (pos >= first) CPU_SET(cpu, &want);
+    pos++;
+  }
+  if (!CPU_COUNT(&want)) return 0;
+  /* the first binding's set is the one the library's threads return to */
+  int no = 0;
+  if (atomic_compare_exchange_strong(&claimed, &no, 1)) {
+    unbound = now;
+    atomic_store(&have_unbound, 1);
+  }
+  int rc = pthread_setaffinity_np(pthread_self(), sizeof want, &want);
+  if (rc) {
+    NX_WARN("NEXAR_CPU_BIND: binding rank %u of %u on this host to %u CPUs: error %d", index,
+            nlocal, count, rc);
+    return 0;
+  }
+  NX_DEBUG("NEXAR_CPU_BIND: local rank %u of %u bound to CPUs %u..%u of %u allowed", index, nlocal,
+           first, first + count - 1, ncpu);
+  return CPU_COUNT(&want);
+}
+
+void nx_cpu_unbind_self(void) {
+  if (atomic_load(&have_unbound)) pthread_setaffinity_np(pthread_self(), sizeof unbound, &unbound);
+}
