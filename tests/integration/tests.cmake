@@ -288,3 +288,10 @@ add_test(NAME integration.shm.procs
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/shm_proc_test.sh
                  $<TARGET_FILE:nexar-seed> $<TARGET_FILE:shm_worker> $<TARGET_FILE:shm_forger>)
 set_tests_properties(integration.shm.procs PROPERTIES TIMEOUT 120 LABELS "integration")
+# The lane under one-datagram queues (its own network namespace): refused
+# control datagrams are kept and sent again (integration/shm_qlen_test.sh).
+add_test(NAME integration.shm.qlen1
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/shm_qlen_test.sh
+                 $<TARGET_FILE:shm_test>)
+set_tests_properties(integration.shm.qlen1 PROPERTIES TIMEOUT 120 LABELS "integration;netns"
+                     SKIP_RETURN_CODE 77)
