@@ -95,7 +95,6 @@ typedef struct seed_watch {
 } seed_watch;
 
 static void *watch_main(void *arg) {
-  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   seed_watch *w = arg;
   while (!atomic_load(&w->stop)) {
     void *m = NULL;
@@ -122,7 +121,7 @@ static void *watch_main(void *arg) {
 static void watch_start(nx_ep *ep, void *arg) {
   seed_watch *w = arg;
   w->ep = ep;
-  w->started = pthread_create(&w->thr, NULL, watch_main, w) == 0;
+  w->started = nx_thread_create(&w->thr, NULL, watch_main, w) == 0;
 }
 
 /* A torchrun-mode rank 0 stops its seed with its communicator. */

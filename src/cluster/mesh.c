@@ -1,12 +1,12 @@
 /* Mesh formation and nexar_bootstrap_local (all ranks in this process). */
 #include "cluster/mesh.h"
-#include "core/cpubind.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/addr.h"
 #include "core/config.h"
+#include "core/cpubind.h"
 #include "runtime/comm.h"
 
 int nx_mesh_bind(nx_ep **out, const nexar_config *cfg, const char *default_host) {
@@ -90,7 +90,6 @@ typedef struct form_arg {
 } form_arg;
 
 static void *form_thread(void *arg) {
-  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   form_arg *a = arg;
   a->rc = nx_mesh_form(a->ep, a->rank, a->world, a->cid, a->creds, a->addrs, a->deadline, &a->out);
   if (a->rc) snprintf(a->err, sizeof a->err, "%s", nexar_last_error());
@@ -140,7 +139,7 @@ int nexar_bootstrap_local(nexar_client **clients, uint32_t n, const nexar_config
   }
   uint32_t started = 0;
   for (; started < n; started++)
-    if (pthread_create(&thr[started], NULL, form_thread, &args[started])) break;
+    if (nx_thread_create(&thr[started], NULL, form_thread, &args[started])) break;
   for (uint32_t i = 0; i < started; i++)
     pthread_join(thr[i], NULL);
   rc = started < n ? nx_fail(NEXAR_ERR_IO, "bootstrap_local: cannot start threads") : 0;

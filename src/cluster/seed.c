@@ -325,7 +325,6 @@ static void serve(joiner *j) {
 }
 
 static void *joiner_main(void *arg) {
-  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   joiner *j = arg;
   serve(j);
   pthread_mutex_lock(&j->s->mu);
@@ -425,7 +424,7 @@ static void hand_off_locked(nexar_seed *s) {
     j->cfd = -1;
     j->accepted_ns = p.since;
     s->handshaking++;
-    if (pthread_create(&j->thr, NULL, joiner_main, j) != 0) {
+    if (nx_thread_create(&j->thr, NULL, joiner_main, j) != 0) {
       s->handshaking--;
       close(p.fd);
       free(j);
@@ -437,7 +436,6 @@ static void hand_off_locked(nexar_seed *s) {
 }
 
 static void *accept_main(void *arg) {
-  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   nexar_seed *s = arg;
   struct pollfd *pfd = nx_calloc(NX_SEED_PENDING_MAX + 1, sizeof *pfd);
   int *idx = nx_calloc(NX_SEED_PENDING_MAX + 1, sizeof *idx);
@@ -540,7 +538,7 @@ int nexar_seed_new(nexar_seed **out, const char *listen_addr, uint32_t world_siz
     rc = nx_fail(NEXAR_ERR_NOMEM, "seed");
     goto fail;
   }
-  if (pthread_create(&s->accept_thr, NULL, accept_main, s) != 0) {
+  if (nx_thread_create(&s->accept_thr, NULL, accept_main, s) != 0) {
     rc = nx_fail(NEXAR_ERR_IO, "seed: cannot start its thread");
     goto fail;
   }

@@ -4,7 +4,6 @@
 #endif
 #include "core/cpubind.h"
 
-#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
@@ -64,6 +63,13 @@ int nx_cpu_bind_self(int mode, uint32_t nlocal, uint32_t index, int whole_world_
   return CPU_COUNT(&want);
 }
 
-void nx_cpu_unbind_self(void) {
-  if (atomic_load(&have_unbound)) pthread_setaffinity_np(pthread_self(), sizeof unbound, &unbound);
+int nx_thread_create(pthread_t *t, pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+  if (!atomic_load(&have_unbound)) return pthread_create(t, attr, fn, arg);
+  pthread_attr_t own;
+  pthread_attr_t *a = attr ? attr : &own;
+  if (!attr && pthread_attr_init(&own)) return pthread_create(t, NULL, fn, arg);
+  int rc = pthread_attr_setaffinity_np(a, sizeof unbound, &unbound);
+  rc = rc ? pthread_create(t, attr, fn, arg) : pthread_create(t, a, fn, arg);
+  if (!attr) pthread_attr_destroy(&own);
+  return rc;
 }

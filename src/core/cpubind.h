@@ -3,12 +3,14 @@
  * unbound rank that polls often shares one CPU with the peer it waits for
  * (a woken sleeper goes where its waker ran): measured at n = 2 processes
  * on 2 CPUs, 8-byte all_reduce and barrier 4-6 us unbound against 0.4 us
- * bound. Only the thread that formed the world is bound; the library's own
- * threads created later leave the binding (nx_cpu_unbind_self), so the
- * progress thread and copy workers may run on any CPU. */
+ * bound. Only the thread that formed the world is bound; the library starts
+ * its own threads with nx_thread_create, which gives them the set from
+ * before any binding, so the progress thread and copy workers may run on any
+ * CPU whichever thread starts them. */
 #ifndef NX_CORE_CPUBIND_H
 #define NX_CORE_CPUBIND_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 /* Share `index` (of `nlocal` ranks on this host) of `ncpu` CPUs, as a first
@@ -25,8 +27,9 @@ void nx_cpu_share(uint32_t ncpu, uint32_t nlocal, uint32_t index, uint32_t *firs
  * fails: a binding the kernel refuses is logged and skipped. */
 int nx_cpu_bind_self(int mode, uint32_t nlocal, uint32_t index, int whole_world_local);
 
-/* A thread the library starts runs where the process could before any
- * binding (no-op when nothing was bound). */
-void nx_cpu_unbind_self(void);
+/* pthread_create for the library's threads: once a thread was bound, the
+ * new one gets the CPUs from before that binding, whichever thread starts
+ * it (attr may be NULL; a given attr gets that affinity set). */
+int nx_thread_create(pthread_t *t, pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 
 #endif

@@ -149,7 +149,6 @@ static int write_item(nx_bulk *b, bk_item *it) {
 }
 
 static void *writer_main(void *arg) {
-  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   nx_bulk *b = arg;
   nx_ep *ep = b->ep;
   pthread_mutex_lock(&ep->mu);
@@ -256,7 +255,7 @@ static int read_loop(nx_bulk *b, int *eof) {
 /* ------------------------------------------------------------- setup */
 
 static int start_writer_locked(nx_bulk *b) {
-  if (pthread_create(&b->wr, NULL, writer_main, b))
+  if (nx_thread_create(&b->wr, NULL, writer_main, b))
     return nx_fail(NEXAR_ERR_IO, "bulk stream to rank %u: no writer thread", b->p->rank);
   b->wr_started = 1;
   b->p->bulk_up = 1;
@@ -313,7 +312,6 @@ static int accept_hello(nx_bulk *b) {
 }
 
 static void *reader_main(void *arg) {
-  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   nx_bulk *b = arg;
   nx_ep *ep = b->ep;
   int rc = b->dial ? dial(b) : accept_hello(b);
@@ -408,7 +406,6 @@ static int reap_locked(nx_ep *ep) {
 }
 
 static void *listener_main(void *arg) {
-  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   nx_ep *ep = arg;
   pthread_mutex_lock(&ep->mu);
   while (!ep->bulk_stop) {
@@ -432,7 +429,7 @@ static void *listener_main(void *arg) {
       continue;
     }
     b->preauth_deadline = nx_now_ns() + (uint64_t)BK_PREAUTH_MS * 1000000ull;
-    if (pthread_create(&b->rd, NULL, reader_main, b) == 0)
+    if (nx_thread_create(&b->rd, NULL, reader_main, b) == 0)
       b->rd_started = 1;
     else
       b->finished = 1, b->down = 1;
@@ -454,7 +451,7 @@ int nx_bulk_start(nx_ep *ep) {
     ep->bulk_lfd = -1;
     return 0;
   }
-  if (pthread_create(&ep->bulk_thr, NULL, listener_main, ep)) {
+  if (nx_thread_create(&ep->bulk_thr, NULL, listener_main, ep)) {
     close(ep->bulk_lfd);
     ep->bulk_lfd = -1;
     return 0;
@@ -496,7 +493,7 @@ void nx_bulk_on_hello_locked(nx_ep *ep, nx_peer *p, uint16_t port, const uint8_t
   b->port = port;
   memcpy(b->key, key, 32);
   p->bulk = b;
-  if (pthread_create(&b->rd, NULL, reader_main, b) == 0)
+  if (nx_thread_create(&b->rd, NULL, reader_main, b) == 0)
     b->rd_started = 1;
   else
     b->down = 1;

@@ -1,5 +1,4 @@
 /* Device adapter calls and the copy threads (devcopy.h). */
-#include "core/cpubind.h"
 #include "runtime/devcopy.h"
 
 #include <errno.h>
@@ -10,6 +9,7 @@
 #include <time.h>
 
 #include "core/common.h"
+#include "core/cpubind.h"
 
 #define NX_DEV_IDLE_NS 2000000000ull
 
@@ -106,7 +106,6 @@ static task *cp_head, *cp_tail;
 static unsigned cp_threads, cp_idle;
 
 static void *copier(void *arg) {
-  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   (void)arg;
   pthread_mutex_lock(&cp_mu);
   for (;;) {
@@ -148,7 +147,7 @@ int nx_dev_submit(unsigned threads, void (*fn)(void *arg), void *arg) {
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &at, copier, NULL) == 0) cp_threads++;
+    if (nx_thread_create(&th, &at, copier, NULL) == 0) cp_threads++;
     pthread_attr_destroy(&at);
   }
   int none = cp_threads == 0;

@@ -1,7 +1,6 @@
 /* The endpoint and its progress thread: epoll over the UDP socket and an
  * eventfd, sub-millisecond timers, heartbeats, failure detection, the send
  * path and teardown. */
-#include "core/cpubind.h"
 #include "runtime/engine.h"
 
 #include <errno.h>
@@ -16,6 +15,7 @@
 
 #include "core/addr.h"
 #include "core/config.h"
+#include "core/cpubind.h"
 #include "runtime/comm.h"
 #include "runtime/quic_glue.h"
 #include "runtime/request.h"
@@ -156,7 +156,7 @@ int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_
     ep->creds = NULL;
     return brc;
   }
-  if (pthread_create(&ep->thr, NULL, progress_main, ep) != 0) {
+  if (nx_thread_create(&ep->thr, NULL, progress_main, ep) != 0) {
     ep->creds = NULL;
     return nx_fail(NEXAR_ERR_IO, "cannot start the progress thread");
   }
@@ -590,7 +590,6 @@ uint64_t nx_ep_progress2_locked(nx_ep *ep, int do_recv) {
 }
 
 static void *progress_main(void *arg) {
-  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   nx_ep *ep = arg;
   nx_log_set_rank(ep->rank);
   nx_ep_set_driver(ep);

@@ -25,7 +25,6 @@ static job *pool_head, *pool_tail;
 static int pool_threads, pool_idle;
 
 static void *worker(void *arg) {
-  nx_cpu_unbind_self(); /* a thread of the library runs anywhere */
   (void)arg;
   pthread_mutex_lock(&pool_mu);
   for (;;) {
@@ -70,7 +69,7 @@ int nx_pool_submit(void (*fn)(void *arg), void *arg) {
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &at, worker, NULL) == 0) pool_threads++;
+    if (nx_thread_create(&t, &at, worker, NULL) == 0) pool_threads++;
     pthread_attr_destroy(&at);
   }
   pthread_cond_signal(&pool_cv);

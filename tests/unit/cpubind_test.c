@@ -1,7 +1,8 @@
 /* NEXAR_CPU_BIND (core/cpubind): the share arithmetic, and binding the
  * calling thread: none and auto's refusals leave it alone, core binds it to
- * its share, a thread that leaves the binding (as the library's own do) gets
- * the whole set back, and auto respects a binding already made. */
+ * its share, a thread the library starts from it (nx_thread_create, with and
+ * without an attr) gets the whole set back, and auto respects a binding
+ * already made. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -22,7 +23,6 @@ static int count_self(cpu_set_t *out) {
 }
 
 static void *library_thread(void *arg) {
-  nx_cpu_unbind_self();
   *(int *)arg = count_self(NULL);
   return NULL;
 }
@@ -71,14 +71,21 @@ int main(void) {
   CHECK(CPU_ISSET(highest, &now), "core: the last allowed CPU is in rank 1's share");
   int in_thread = 0;
   pthread_t t;
-  CHECK(pthread_create(&t, NULL, library_thread, &in_thread) == 0, "thread");
+  CHECK(nx_thread_create(&t, NULL, library_thread, &in_thread) == 0, "thread");
   pthread_join(t, NULL);
   CHECK(in_thread == ncpu, "a library thread runs on all %d CPUs again (%d)", ncpu, in_thread);
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  in_thread = 0;
+  CHECK(nx_thread_create(&t, &at, library_thread, &in_thread) == 0, "thread with an attr");
+  pthread_join(t, NULL);
+  pthread_attr_destroy(&at);
+  CHECK(in_thread == ncpu, "one started with an attr too (%d)", in_thread);
   /* auto leaves a thread that is already bound (by a launcher) alone */
   CHECK(nx_cpu_bind_self(NX_BIND_AUTO, 2, 0, 1) == 0 && count_self(NULL) == got,
         "auto: already bound");
-  nx_cpu_unbind_self();
-  CHECK(count_self(NULL) == ncpu, "unbound again");
+  CHECK(pthread_setaffinity_np(pthread_self(), sizeof all, &all) == 0 && count_self(NULL) == ncpu,
+        "unbound again");
   /* auto on an unrestricted thread binds like core */
   CHECK(nx_cpu_bind_self(NX_BIND_AUTO, 2, 0, 1) == ncpu / 2, "auto: bound");
   printf("cpubind_test: all passed\n");
