@@ -9,6 +9,7 @@ void nx_ring_init(nx_ring *r, nx_ring_ctl *ctl, uint8_t *data, uint64_t cap, int
   r->data = data;
   r->cap = cap;
   r->pos = producer ? atomic_load(&ctl->tail) : atomic_load(&ctl->head);
+  r->seen = producer ? atomic_load(&ctl->head) : 0;
 }
 
 static void put_bytes(const nx_ring *r, uint64_t at, const void *src, uint64_t n) {
@@ -26,10 +27,14 @@ static void get_bytes(const nx_ring *r, uint64_t at, void *dst, uint64_t n) {
 int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iovec *iov,
                 size_t niov, uint64_t len) {
   uint64_t need = nx_ring_record(len);
-  uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
-  uint64_t used = r->pos - head;
-  if (used > r->cap) return NEXAR_ERR_PROTOCOL; /* head ahead of tail, or far behind */
-  if (need > r->cap - used) return 1;
+  uint64_t used = r->pos - r->seen; /* seen was checked when read: used <= cap */
+  if (need > r->cap - used) {
+    uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+    used = r->pos - head;
+    if (used > r->cap) return NEXAR_ERR_PROTOCOL; /* head ahead of tail, or far behind */
+    r->seen = head;
+    if (need > r->cap - used) return 1;
+  }
   uint32_t pre[2] = {(uint32_t)(NX_FRAME_HDR_LEN + len), ~(uint32_t)(NX_FRAME_HDR_LEN + len)};
   uint64_t at = r->pos;
   put_bytes(r, at, pre, sizeof pre);

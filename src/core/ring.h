@@ -40,6 +40,10 @@ typedef struct nx_ring {
   uint8_t *data;
   uint64_t cap; /* power of two, >= 4096 */
   uint64_t pos; /* own index: tail (producer) or head (consumer) */
+  /* producer: the consumer's head as last read; read again only when it
+   * says there is no room (a load of the consumer's cache line per record
+   * costs a transfer between cores) */
+  uint64_t seen;
 } nx_ring;
 
 #define NX_RING_PREFIX 8u

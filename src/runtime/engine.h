@@ -460,6 +460,12 @@ void nx_shm_on_seg_ok_locked(nx_ep *ep, nx_peer *p);
  * rendezvous it became), 0 to use the other paths, <0 on error. */
 int nx_shm_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
                        size_t niov, uint64_t len, nexar_request *req);
+/* A point-to-point message (f with src and length set) the ring takes now,
+ * copied, so a blocking send needs no request: 1 sent, 0 not now (no ring,
+ * ordered behind a backlog, no room, above NX_EAGER_MAX: the caller takes
+ * the general path), <0 the peer was dropped. */
+int nx_shm_send_now_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                           size_t niov, uint64_t len);
 /* A rendezvous descriptor (f encoded with src, length, RNDV): 1 if the ring
  * took it, 0 to use the other paths, <0 on error. Point-to-point ones take
  * it whenever the peer's point-to-point order is the ring's. */
@@ -562,6 +568,11 @@ int nx_match_post(nx_ep *ep, nx_recv *r);
 nx_msg *nx_match_peek(nx_ep *ep, const nx_key *k, int any_src);
 /* A new message is ordered: match it to a posted receive or queue it. */
 void nx_match_arrived(nx_ep *ep, nx_msg *m);
+/* A whole point-to-point message (payload in iov) straight into the posted
+ * receive it matches, with no message kept: 1 done, 0 not taken (no such
+ * receive, another length, not plain point-to-point, or a revoked
+ * communicator here): the caller queues it as nx_match_arrived would. */
+int nx_match_direct(nx_ep *ep, const nx_frame *f, const nexar_iovec *iov, size_t niov);
 /* Copies payload bytes into the matched receive; completes it when full. */
 void nx_match_data(nx_ep *ep, nx_msg *m, const uint8_t *data, size_t len);
 void nx_recv_finish(nx_ep *ep, nx_recv *r, int rc, const char *why);

@@ -68,7 +68,7 @@ static void bind_msg(nx_ep *ep, nx_msg *m, nx_recv *r) {
     free(m->buf);
     m->buf = NULL;
     m->bufcap = 0;
-    if (r->req) atomic_store(&r->req->progress_ns, nx_now_ns());
+    if (r->req) atomic_store(&r->req->progress_ns, nx_coarse_ns());
   }
   nx_msg_release_credit(ep, m);
   nx_msg_finish_if_complete(ep, m);
@@ -155,6 +155,33 @@ static void enqueue_unexpected(nx_ep *ep, nx_msg *m) {
     ep->unexp_head = m;
   ep->unexp_tail = m;
   pthread_cond_broadcast(&ep->cv);
+}
+
+int nx_match_direct(nx_ep *ep, const nx_frame *f, const nexar_iovec *iov, size_t niov) {
+  /* what nx_match_arrived does for such a frame, less the message: no
+   * special kind, no view to check (ep->nrevoked_live), a posted receive */
+  if (f->kind != NX_KIND_P2P || (f->flags & NX_FLAG_RNDV) || ep->nrevoked_live) return 0;
+  nx_recv *prev = NULL;
+  for (nx_recv *r = ep->posted_head; r; prev = r, r = r->next) {
+    if (!key_match(&r->key, f, 0)) continue;
+    if (r->anylen || r->len != f->length) return 0; /* the general path says why */
+    if (prev)
+      prev->next = r->next;
+    else
+      ep->posted_head = r->next;
+    if (ep->posted_tail == r) ep->posted_tail = prev;
+    r->next = NULL;
+    uint64_t off = 0;
+    for (size_t i = 0; i < niov; i++) {
+      if (iov[i].len) nx_iov_copy_in(r->iov, r->niov, off, iov[i].base, iov[i].len);
+      off += iov[i].len;
+    }
+    r->got = f->length;
+    r->status = f->status;
+    nx_recv_finish(ep, r, 0, NULL);
+    return 1;
+  }
+  return 0;
 }
 
 void nx_match_arrived(nx_ep *ep, nx_msg *m) {
@@ -278,5 +305,5 @@ void nx_match_data(nx_ep *ep, nx_msg *m, const uint8_t *data, size_t len) {
   }
   m->got += len;
   r->got = m->got;
-  if (r->req) atomic_store_explicit(&r->req->progress_ns, nx_now_ns(), memory_order_relaxed);
+  if (r->req) atomic_store_explicit(&r->req->progress_ns, nx_coarse_ns(), memory_order_relaxed);
 }

@@ -414,6 +414,7 @@ int nx_local_deliver(nx_ep *ep, const nx_frame *f, const nexar_iovec *iov, size_
 
 int nx_deliver_complete(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
                         size_t niov) {
+  if (nx_match_direct(ep, f, iov, niov)) return 0;
   uint64_t wire = (f->flags & NX_FLAG_RNDV) ? (uint64_t)f->status : f->length;
   nx_msg *m = nx_calloc(1, sizeof *m);
   if (!m) return nx_fail(NEXAR_ERR_NOMEM, "message from rank %u", p->rank);

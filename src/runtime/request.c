@@ -145,7 +145,8 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
   atomic_store(&r->waiting, 1);
   int first = 1;
   int yield;
-  uint64_t spin_until = nx_now_ns() + nx_ep_spin_ns(ep, &yield);
+  uint64_t lnow = nx_now_ns();
+  uint64_t spin_until = lnow + nx_ep_spin_ns(ep, &yield);
   int light = 0; /* light passes since the last full one */
   while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
     uint64_t next = UINT64_MAX;
@@ -153,15 +154,19 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
      * while spinning, most passes only look at the rings (memory reads, no
      * system call) and every NX_LIGHT_PASSES-th is a full one (sockets,
      * timers, deadlines), so traffic on the lane and QUIC waits a few
-     * microseconds at most. */
+     * microseconds at most. They read the clock every fourth pass (it costs
+     * as much as a look at every ring). */
     if (light < NX_LIGHT_PASSES && atomic_load_explicit(&ep->shm_all, memory_order_relaxed) &&
-        nx_now_ns() < spin_until) {
+        ((light & 3) || (lnow = nx_now_ns()) < spin_until)) {
       light++;
       if (pthread_mutex_trylock(&ep->mu) == 0) {
         nx_shm_poll_locked(ep);
         pthread_mutex_unlock(&ep->mu);
       }
-      if (nx_ep_run_deferred(ep)) spin_until = nx_now_ns() + nx_ep_spin_ns(ep, &yield);
+      if (nx_ep_run_deferred_at(ep, lnow)) {
+        lnow = nx_now_ns();
+        spin_until = lnow + nx_ep_spin_ns(ep, &yield);
+      }
       if (atomic_load_explicit(&r->done, memory_order_acquire)) break;
       /* every pass yields with more ranks than CPUs; otherwise the last
        * light pass does, as the segment's waits do (nx_cseg_wait: the peer

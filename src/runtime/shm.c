@@ -370,6 +370,22 @@ int nx_shm_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iov
   return 1;
 }
 
+int nx_shm_send_now_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                           size_t niov, uint64_t len) {
+  /* what nx_shm_send_locked would do at once for an eager message, and
+   * nothing else: a backlog, a full ring or a rendezvous needs a request */
+  if (!usable(p) || f->kind != NX_KIND_P2P || !p->shm->p2p || p->shm->bl_head || len > NX_EAGER_MAX)
+    return 0;
+  uint8_t hdr[NX_FRAME_HDR_LEN];
+  nx_frame_encode(f, hdr);
+  int rc = put(ep, p->shm, hdr, iov, niov, len);
+  if (rc) return rc < 0 ? rc : 0;
+  p->st.messages_sent++;
+  p->st.bytes_sent += len;
+  p->st.shm_bytes_sent += len;
+  return 1;
+}
+
 int nx_shm_send_desc_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *v) {
   if (!usable(p) || (f->kind == NX_KIND_P2P && !p->shm->p2p)) return 0;
   if (f->kind == NX_KIND_P2P) {
@@ -398,7 +414,7 @@ int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_
     p->st.bytes_received += f.length;
     p->st.shm_bytes_received += f.length;
   }
-  p->last_heard_ns = nx_now_ns();
+  p->last_heard_ns = nx_coarse_ns(); /* failure detection counts seconds */
   if (nx_deliver_complete(ep, p, &f, v, nv))
     NX_WARN("shared-memory frame from rank %u dropped: %s", p->rank, nexar_last_error());
   return 0;
@@ -408,7 +424,10 @@ int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_
 static int drain(nx_ep *ep, nx_shm *s) {
   if (s->busy || atomic_load(&s->dead)) return 0;
   s->busy = 1;
-  atomic_store(&s->rx.ctl->bell, 0); /* before the look: a later record rings again */
+  /* before the look: a later record rings again (stored only when set, as
+   * a store on every poll would pull the line from the writer each time) */
+  if (atomic_load_explicit(&s->rx.ctl->bell, memory_order_relaxed))
+    atomic_store(&s->rx.ctl->bell, 0);
   int took = 0;
   for (int i = 0; i < 64; i++) {
     uint8_t hdr[NX_FRAME_HDR_LEN];

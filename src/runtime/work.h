@@ -34,6 +34,9 @@ int nx_ep_undefer(nx_ep *ep, nx_work *w);
 /* Runs the queued work and due timers (without ep->mu); returns how many
  * ran. Does nothing when called from inside deferred work. */
 int nx_ep_run_deferred(nx_ep *ep);
+/* The same, given a recent time (a spinning waiter's, which reads the clock
+ * every few passes only) to decide whether a timer is due. */
+int nx_ep_run_deferred_at(nx_ep *ep, uint64_t now);
 /* The earliest armed timer (UINT64_MAX if none). */
 uint64_t nx_ep_next_timer(nx_ep *ep);
 /* Marks the calling thread as a driver of ep (it runs deferred work itself,
