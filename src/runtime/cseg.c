@@ -61,7 +61,7 @@ int nx_cseg_create(uint64_t comm_id, uint32_t n, uint64_t attempt, int *fd, nx_c
   size_t size = seg_size(n);
   if (ftruncate(*fd, (off_t)size) ||
       fcntl(*fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) ||
-      !(base = nx_shm_map(*fd, size))) {
+      !(base = nx_shm_map(*fd, size, 0))) {
     int rc = nx_fail(NEXAR_ERR_IO, "collective segment of %zu bytes: %s", size, strerror(errno));
     close(*fd);
     *fd = -1;
@@ -103,7 +103,7 @@ void nx_cseg_on_offer_locked(nx_ep *ep, nx_peer *p, uint64_t comm_id, uint64_t a
   if (!c || c->size < 2 || c->members[0] != p->rank || c->rank == 0) goto refuse;
   size_t size = seg_size(c->size);
   if (fstat(fd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != size || seals < 0 ||
-      (seals & need) != need || !(base = nx_shm_map(fd, size)))
+      (seals & need) != need || !(base = nx_shm_map(fd, size, 0)))
     goto refuse;
   cseg_hdr h;
   memcpy(&h, base, sizeof h);

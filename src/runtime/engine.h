@@ -447,10 +447,16 @@ int nx_lane_deliver_fd_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid, 
 
 /* ---- shm.c: same-host shared-memory rings (design in shm.c) */
 /* Maps a segment fd (size bytes, shared); once per process, so ranks that
- * are threads of one process see one address (reference counted). */
-void *nx_shm_map(int fd, size_t size);
+ * are threads of one process see one address (reference counted).
+ * populate: with its page tables filled now (MAP_POPULATE), so no access
+ * takes a page fault later. */
+void *nx_shm_map(int fd, size_t size, int populate);
 void nx_shm_unmap(void *base);
 #define NX_SHM_RING (2u << 20) /* data bytes per direction */
+/* Up to this many ranks in the world, point-to-point segments are backed
+ * and mapped whole when they are set up (shm.c): 4 MiB per pair of ranks,
+ * 112 MiB on a host of 8. */
+#define NX_SHM_POPULATE_RANKS 8u
 /* The lane to p is up: the lower rank offers a segment. */
 void nx_shm_lane_up_locked(nx_ep *ep, nx_peer *p);
 /* A segment offer from p with its fd (taken: closed here). */

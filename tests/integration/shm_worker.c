@@ -1,7 +1,7 @@
 /*
  * One rank of the process tests of the shared-memory rings (shm_proc_test.sh).
  *
- *   shm_worker order|kill|forge
+ *   shm_worker order|kill|forge|coll|bind|faults
  *
  * Every mode joins with nexar_init_from_env, waits (5 s at most) until its
  * rings to every peer are up (nexar_peer_stats.shm >= 2) and prints
@@ -24,6 +24,11 @@
  *     rank R: failed with CODE shm_dropped=N
  *   Exit 0 (the script judges), 4 if a message was wrong, 2 if nothing failed
  *   within 20 s.
+ * faults: ranks 0 and 1 ping-pong 3000 messages of 1 KiB each way (each
+ *   ring wraps: 2 MiB a direction) and print the page faults the process
+ *   took meanwhile
+ *     rank R: faults N
+ *   (segments mapped whole at set-up take none; the script judges).
  * coll: every rank runs blocking all_reduce of 16 floats (the communicator's
  *   shared-memory segment), and every other call a broadcast or all_gather
  *   too large for its buffers (single copy), in a loop, checked exactly,
@@ -41,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static uint8_t pat(uint32_t from, size_t k, size_t i) {
@@ -300,6 +306,25 @@ static void bind_mode(nexar_client *c) {
   if (nexar_barrier(c)) DIE(3, "bind barrier");
 }
 
+/* Page faults of a ping-pong once the rings are up (getrusage: every thread
+ * of the process, as the library's may poll the rings too). */
+static void faults_mode(nexar_client *c) {
+  static uint8_t buf[1024];
+  struct rusage r0, r1;
+  if (nexar_barrier(c)) DIE(3, "faults barrier");
+  getrusage(RUSAGE_SELF, &r0);
+  for (int i = 0; i < 3000 && me < 2; i++) {
+    int rc = me == 0 ? nexar_send(c, buf, sizeof buf, 1, 9) : nexar_recv(c, buf, sizeof buf, 0, 9);
+    if (!rc)
+      rc = me == 0 ? nexar_recv(c, buf, sizeof buf, 1, 9) : nexar_send(c, buf, sizeof buf, 0, 9);
+    if (rc) DIE(3, "ping-pong #%d", i);
+  }
+  getrusage(RUSAGE_SELF, &r1);
+  printf("rank %u: faults %ld\n", me,
+         (r1.ru_minflt - r0.ru_minflt) + (r1.ru_majflt - r0.ru_majflt));
+  if (nexar_barrier(c)) DIE(3, "faults barrier");
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) return 64;
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -331,6 +356,8 @@ int main(int argc, char **argv) {
     coll_mode(c);
   else if (!strcmp(argv[1], "bind"))
     bind_mode(c);
+  else if (!strcmp(argv[1], "faults"))
+    faults_mode(c);
   else
     return 64;
   nexar_client_del(c);
