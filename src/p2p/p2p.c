@@ -45,8 +45,10 @@ static int dev_stage_out(nexar_client *c, const nexar_iovec *iov, size_t n, uint
   return 0;
 }
 
+/* log: a blocking call's operation log entry, begun under the lock this
+ * takes anyway (NULL: none, a non-blocking call). */
 static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t dest,
-                      uint32_t tag, nexar_request **out) {
+                      uint32_t tag, nexar_request **out, uint64_t *log) {
   *out = NULL;
   int rc = nx_comm_check_peer(c, "send to", dest);
   if (rc) return rc;
@@ -91,6 +93,7 @@ static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
     nx_comm_lost_locked(c, nexar_last_error());
   else if (!rc)
     rc = nx_ep_send_locked(c->ep, c->members[dest], &f, iov, n, r, NULL);
+  if (!rc && log) *log = nx_oplog_begin(&c->log, 0, "send", total, dest, tag);
   pthread_mutex_unlock(&c->ep->mu);
   if (rc) {
     nx_req_free(r);
@@ -101,7 +104,7 @@ static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
 }
 
 static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src, uint32_t tag,
-                      nexar_request **out) {
+                      nexar_request **out, uint64_t *log) {
   *out = NULL;
   int rc = nx_comm_check_peer(c, "recv from", src);
   if (rc) return rc;
@@ -170,6 +173,7 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
     }
     if (rc == NEXAR_ERR_PEER_LOST) nx_comm_lost_locked(c, nexar_last_error());
   }
+  if (!rc && log) *log = nx_oplog_begin(&c->log, 0, "recv", total, src, tag);
   pthread_mutex_unlock(&ep->mu);
   if (rc) {
     nx_req_free(r);
@@ -180,23 +184,12 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
 }
 
 /* Waits for a blocking call and keeps the communicator's operation log. */
-static int finish(nexar_client *c, int rc, nexar_request *r, const char *op, uint32_t peer,
-                  uint32_t tag, uint64_t bytes) {
+static int finish(nexar_client *c, int rc, nexar_request *r, uint64_t id) {
   if (rc) return rc;
-  pthread_mutex_lock(&c->ep->mu);
-  uint64_t id = nx_oplog_begin(&c->log, 0, op, bytes, peer, tag);
-  pthread_mutex_unlock(&c->ep->mu);
   rc = nx_req_wait(r); /* start_* succeeded, so r is set */
   nx_comm_log_end(c, id, rc, rc ? nexar_last_error() : NULL);
   nx_req_free(r);
   return rc;
-}
-
-static uint64_t iov_bytes(const nexar_iovec *iov, size_t n) {
-  uint64_t t = 0;
-  for (size_t i = 0; iov && i < n; i++)
-    t += iov[i].len;
-  return t;
 }
 
 /* A blocking send the shared-memory ring takes at once is complete when
@@ -234,8 +227,9 @@ int nexar_send_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t d
   int rc = iov || !n ? send_now(c, iov, n, dest, tag) : 0;
   if (rc) return rc < 0 ? rc : 0;
   nexar_request *r = NULL;
-  rc = start_send(c, iov, n, dest, tag, &r);
-  return finish(c, rc, r, "send", dest, tag, iov_bytes(iov, n));
+  uint64_t id = 0;
+  rc = start_send(c, iov, n, dest, tag, &r, &id);
+  return finish(c, rc, r, id);
 }
 
 int nexar_send(nexar_client *c, const void *buf, size_t len, uint32_t dest, uint32_t tag) {
@@ -247,13 +241,14 @@ int nexar_send_nb(nexar_client *c, const void *buf, size_t len, uint32_t dest, u
                   nexar_request **req) {
   if (!req) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "send_nb: NULL request pointer");
   nexar_iovec v = {(void *)buf, len};
-  return start_send(c, &v, 1, dest, tag, req);
+  return start_send(c, &v, 1, dest, tag, req, NULL);
 }
 
 int nexar_recv_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src, uint32_t tag) {
   nexar_request *r = NULL;
-  int rc = start_recv(c, iov, n, src, tag, &r);
-  return finish(c, rc, r, "recv", src, tag, iov_bytes(iov, n));
+  uint64_t id = 0;
+  int rc = start_recv(c, iov, n, src, tag, &r, &id);
+  return finish(c, rc, r, id);
 }
 
 int nexar_recv(nexar_client *c, void *buf, size_t len, uint32_t src, uint32_t tag) {
@@ -265,7 +260,7 @@ int nexar_recv_nb(nexar_client *c, void *buf, size_t len, uint32_t src, uint32_t
                   nexar_request **req) {
   if (!req) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "recv_nb: NULL request pointer");
   nexar_iovec v = {buf, len};
-  return start_recv(c, &v, 1, src, tag, req);
+  return start_recv(c, &v, 1, src, tag, req, NULL);
 }
 
 /* Both posted before either is waited for, so two ranks exchanging (or a
@@ -283,9 +278,9 @@ int nexar_sendrecv(nexar_client *c, const void *sbuf, size_t slen, uint32_t dest
                    (unsigned long long)c->id, c->size);
   nexar_request *rr = NULL, *sr = NULL;
   nexar_iovec rv = {rbuf, rlen}, sv = {(void *)sbuf, slen};
-  int rc = start_recv(c, &rv, 1, src, rtag, &rr);
+  int rc = start_recv(c, &rv, 1, src, rtag, &rr, NULL);
   if (rc) return rc;
-  rc = start_send(c, &sv, 1, dest, stag, &sr);
+  rc = start_send(c, &sv, 1, dest, stag, &sr, NULL);
   if (rc) {
     /* nothing was sent: give the receive up (it may still match meanwhile) */
     char why[512];
