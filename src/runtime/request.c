@@ -148,15 +148,19 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
   uint64_t lnow = nx_now_ns();
   uint64_t spin_until = lnow + nx_ep_spin_ns(ep, &yield);
   int light = 0; /* light passes since the last full one */
+  int light_max =
+      (uint32_t)atomic_load_explicit(&ep->local_peers, memory_order_relaxed) + 1 >= ep->world
+          ? NX_LIGHT_PASSES_LOCAL
+          : NX_LIGHT_PASSES;
   while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
     uint64_t next = UINT64_MAX;
     /* With shared-memory rings up, a reply from this host comes by a ring:
      * while spinning, most passes only look at the rings (memory reads, no
-     * system call) and every NX_LIGHT_PASSES-th is a full one (sockets,
+     * system call) and every light_max-th is a full one (sockets,
      * timers, deadlines), so traffic on the lane and QUIC waits a few
      * microseconds at most. They read the clock every fourth pass (it costs
      * as much as a look at every ring). */
-    if (light < NX_LIGHT_PASSES && atomic_load_explicit(&ep->shm_all, memory_order_relaxed) &&
+    if (light < light_max && atomic_load_explicit(&ep->shm_all, memory_order_relaxed) &&
         ((light & 3) || (lnow = nx_now_ns()) < spin_until)) {
       light++;
       if (pthread_mutex_trylock(&ep->mu) == 0) {
@@ -171,7 +175,7 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
       /* every pass yields with more ranks than CPUs; otherwise the last
        * light pass does, as the segment's waits do (nx_cseg_wait: the peer
        * may have been put on our CPU) */
-      if (yield || light == NX_LIGHT_PASSES)
+      if (yield || light == light_max)
         sched_yield();
       else
         nx_cpu_relax();
@@ -196,13 +200,14 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
       first = 1;
       /* a step of a schedule went out: poll afresh for its answer, as a
        * wait for that message alone would */
-      spin_until = nx_now_ns() + nx_ep_spin_ns(ep, &yield);
+      lnow = nx_now_ns();
+      spin_until = lnow + nx_ep_spin_ns(ep, &yield);
       if (atomic_load_explicit(&r->done, memory_order_acquire)) break;
       continue;
     }
     uint64_t tmin = nx_ep_next_timer(ep);
     if (tmin < next) next = tmin;
-    uint64_t now = nx_now_ns();
+    uint64_t now = lnow = nx_now_ns();
     uint64_t wake = now + 1000000ull; /* at most 1 ms between looks */
     if (next < wake) wake = next;
     if (nx_req_check_deadline(r, now, &wake)) break;
@@ -229,7 +234,7 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
   /* The progress thread notices within NX_DRIVER_POLL_NS that nobody drives
    * any more and watches the socket again; waking it here on every wait
    * would cost a hand-off per message, which is what this avoids. */
-  atomic_store(&ep->last_driver_ns, nx_now_ns());
+  atomic_store(&ep->last_driver_ns, lnow); /* read within the last few passes */
   atomic_fetch_sub(&ep->spinners, 1);
 }
 
