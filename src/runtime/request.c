@@ -240,7 +240,10 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
 
 /* A device receive's copy to the device, once (devcopy.h). */
 static void dev_copy_in(nexar_request *r) {
-  if (!atomic_exchange(&r->dev_in, 0) || r->rc) return;
+  /* set only when the request is made: most never take the exchange */
+  if (!atomic_load_explicit(&r->dev_in, memory_order_relaxed) || !atomic_exchange(&r->dev_in, 0) ||
+      r->rc)
+    return;
   uint64_t left = r->recv.got;
   const uint8_t *h = r->dev_host;
   for (size_t i = 0; i < r->dev_niov && left; i++) {
