@@ -103,8 +103,17 @@ static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   return 0;
 }
 
+/* A request start_* made: in the caller's memory (mem), or allocated. */
+static void release(nexar_request *r, nexar_request *mem) {
+  if (r == mem)
+    nx_req_fini(r);
+  else
+    nx_req_free(r);
+}
+
+/* mem: where a blocking call keeps its request (NULL: allocate it). */
 static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src, uint32_t tag,
-                      nexar_request **out, uint64_t *log) {
+                      nexar_request **out, uint64_t *log, nexar_request *mem) {
   *out = NULL;
   int rc = nx_comm_check_peer(c, "recv from", src);
   if (rc) return rc;
@@ -113,8 +122,11 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   if (src >= c->size)
     return nx_fail(NEXAR_ERR_INVALID_RANK, "recv from rank %u: comm %llu has %u ranks", src,
                    (unsigned long long)c->id, c->size);
-  nexar_request *r = nx_req_new();
-  if (!r) return nx_fail(NEXAR_ERR_NOMEM, "recv request");
+  nexar_request *r = mem;
+  if (r)
+    nx_req_init(r);
+  else if (!(r = nx_req_new()))
+    return nx_fail(NEXAR_ERR_NOMEM, "recv request");
   const nexar_device_adapter *ad = c->cfg.adapter;
   if (ad && total) {
     r->dev_ad = ad;
@@ -122,7 +134,7 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
     r->dev_host = nx_dev_host_alloc(ad, (size_t)total);
     r->dev_iov = malloc(n * sizeof *iov);
     if (!r->dev_host || !r->dev_iov) {
-      nx_req_free(r);
+      release(r, mem);
       return nx_fail(NEXAR_ERR_NOMEM, "recv: %llu bytes of device staging",
                      (unsigned long long)total);
     }
@@ -138,7 +150,7 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   } else if (n > 1) {
     r->iov_copy = malloc(n * sizeof *iov);
     if (!r->iov_copy) {
-      nx_req_free(r);
+      release(r, mem);
       return nx_fail(NEXAR_ERR_NOMEM, "recv request");
     }
     memcpy(r->iov_copy, iov, n * sizeof *iov);
@@ -176,7 +188,7 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   if (!rc && log) *log = nx_oplog_begin(&c->log, 0, "recv", total, src, tag);
   pthread_mutex_unlock(&ep->mu);
   if (rc) {
-    nx_req_free(r);
+    release(r, mem);
     return rc;
   }
   *out = r;
@@ -184,11 +196,11 @@ static int start_recv(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
 }
 
 /* Waits for a blocking call and keeps the communicator's operation log. */
-static int finish(nexar_client *c, int rc, nexar_request *r, uint64_t id) {
+static int finish(nexar_client *c, int rc, nexar_request *r, uint64_t id, nexar_request *mem) {
   if (rc) return rc;
   rc = nx_req_wait(r); /* start_* succeeded, so r is set */
   nx_comm_log_end(c, id, rc, rc ? nexar_last_error() : NULL);
-  nx_req_free(r);
+  release(r, mem);
   return rc;
 }
 
@@ -229,7 +241,7 @@ int nexar_send_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t d
   nexar_request *r = NULL;
   uint64_t id = 0;
   rc = start_send(c, iov, n, dest, tag, &r, &id);
-  return finish(c, rc, r, id);
+  return finish(c, rc, r, id, NULL);
 }
 
 int nexar_send(nexar_client *c, const void *buf, size_t len, uint32_t dest, uint32_t tag) {
@@ -245,10 +257,10 @@ int nexar_send_nb(nexar_client *c, const void *buf, size_t len, uint32_t dest, u
 }
 
 int nexar_recv_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src, uint32_t tag) {
-  nexar_request *r = NULL;
+  nexar_request mem, *r = NULL; /* a blocking receive's request lives here */
   uint64_t id = 0;
-  int rc = start_recv(c, iov, n, src, tag, &r, &id);
-  return finish(c, rc, r, id);
+  int rc = start_recv(c, iov, n, src, tag, &r, &id, &mem);
+  return finish(c, rc, r, id, &mem);
 }
 
 int nexar_recv(nexar_client *c, void *buf, size_t len, uint32_t src, uint32_t tag) {
@@ -260,7 +272,7 @@ int nexar_recv_nb(nexar_client *c, void *buf, size_t len, uint32_t src, uint32_t
                   nexar_request **req) {
   if (!req) return nx_fail(NEXAR_ERR_INVALID_ARGUMENT, "recv_nb: NULL request pointer");
   nexar_iovec v = {buf, len};
-  return start_recv(c, &v, 1, src, tag, req, NULL);
+  return start_recv(c, &v, 1, src, tag, req, NULL, NULL);
 }
 
 /* Both posted before either is waited for, so two ranks exchanging (or a
@@ -278,7 +290,7 @@ int nexar_sendrecv(nexar_client *c, const void *sbuf, size_t slen, uint32_t dest
                    (unsigned long long)c->id, c->size);
   nexar_request *rr = NULL, *sr = NULL;
   nexar_iovec rv = {rbuf, rlen}, sv = {(void *)sbuf, slen};
-  int rc = start_recv(c, &rv, 1, src, rtag, &rr, NULL);
+  int rc = start_recv(c, &rv, 1, src, rtag, &rr, NULL, NULL);
   if (rc) return rc;
   rc = start_send(c, &sv, 1, dest, stag, &sr, NULL);
   if (rc) {

@@ -14,8 +14,13 @@
 #include <time.h>
 
 nexar_request *nx_req_new(void) {
-  nexar_request *r = nx_calloc(1, sizeof *r);
-  if (!r) return NULL;
+  nexar_request *r = malloc(sizeof *r);
+  if (r) nx_req_init(r);
+  return r;
+}
+
+void nx_req_init(nexar_request *r) {
+  memset(r, 0, sizeof *r);
   pthread_mutex_init(&r->mu, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -24,7 +29,6 @@ nexar_request *nx_req_new(void) {
   pthread_condattr_destroy(&ca);
   atomic_store(&r->progress_ns, nx_now_ns());
   r->magic = NX_REQ_LIVE;
-  return r;
 }
 
 void nx_req_check(const nexar_request *r, const char *who) {
@@ -54,6 +58,11 @@ void nx_req_complete(nexar_request *r, int rc, const char *errtext) {
 void nx_req_free(nexar_request *r) {
   if (!r) return;
   nx_req_check(r, "nexar_wait");
+  nx_req_fini(r);
+  free(r);
+}
+
+void nx_req_fini(nexar_request *r) {
   /* the completing thread may still be inside nx_req_complete's unlock */
   pthread_mutex_lock(&r->mu);
   pthread_mutex_unlock(&r->mu);
@@ -65,7 +74,6 @@ void nx_req_free(nexar_request *r) {
   pthread_mutex_destroy(&r->mu);
   pthread_cond_destroy(&r->cv);
   *(volatile uint32_t *)&r->magic = NX_REQ_FREED; /* volatile: not a dead store before free */
-  free(r);
 }
 
 /* Gives up on a request that made no progress: detaches it from the engine

@@ -61,6 +61,10 @@ void nx_req_check(const nexar_request *req, const char *who);
 const char *nx_req_what(nexar_request *r);
 /* Allocates a pending request (owned by the application until waited). */
 nexar_request *nx_req_new(void);
+/* The same in memory the caller owns (a blocking call's frame), and its end:
+ * after the wait, once no thread can still be inside its completion. */
+void nx_req_init(nexar_request *r);
+void nx_req_fini(nexar_request *r);
 /* Finishes req with rc; errtext (may be NULL) becomes nexar_last_error() of
  * the waiting thread. Safe from any thread; only the first call counts. */
 void nx_req_complete(nexar_request *req, int rc, const char *errtext);
