@@ -13,7 +13,9 @@ struct nx_active_coll {
   nx_active_coll *next;
   uint64_t seq;
   nx_coll_sig sig;
-  int failed_rc;
+  /* written under ep->mu (after why); atomic so that the collective's own
+   * thread may look without the lock (nx_coll_failed) */
+  _Atomic int failed_rc;
   char why[240];
   nx_coll *k;
 };
@@ -80,8 +82,8 @@ static nx_active_coll *find_active(nx_comm *c, uint64_t seq) {
  * peer or ngtcp2 still holds (a same-host reader answers promptly). */
 static void fail_active(nx_comm *c, nx_active_coll *a, int rc, const char *why) {
   if (a->failed_rc) return;
-  a->failed_rc = rc;
   snprintf(a->why, sizeof a->why, "%s", why);
+  a->failed_rc = rc;
   nx_coll *k = a->k;
   for (size_t i = 0; i < k->nreqs; i++)
     nx_req_abandon_locked(c->ep, k->reqs[i], rc, why);
@@ -280,6 +282,8 @@ nexar_client *nx_coll_client(const nx_coll *k) {
 
 int nx_coll_failed(nx_coll *k) {
   nx_ep *ep = k->c->ep;
+  /* the common answer without the lock (a segment collective asks twice) */
+  if (!atomic_load_explicit(&k->ac.failed_rc, memory_order_relaxed)) return 0;
   pthread_mutex_lock(&ep->mu);
   int rc = k->ac.failed_rc;
   if (rc) nx_set_error_text(k->ac.why);
