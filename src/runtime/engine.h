@@ -342,13 +342,11 @@ void nx_ep_wake(nx_ep *ep); /* under ep->mu */
  * receive's copy runs on a worker thread that a 2 ms poll delays (4 MiB
  * ping-pong 1.8 ms instead of 1.0). */
 #define NX_SPIN_NS 20000ull
-/* Spinning waiters with shared-memory rings: ring-only passes per full one;
- * more when every peer is on this host, as the lane and QUIC then carry
- * only what the rings do not (control, a full ring's overflow) and a full
- * pass (epoll and recvmmsg, ~2 us on a KVM guest) was 16% of a ping-pong's
- * time at 32. */
+/* Spinning waiters with shared-memory rings: ring-only passes per full one.
+ * (256 when every peer is on this host was tried: in alternating nexar-perf
+ * runs at n = 2 no gain at 8 B, and a same-host rendezvous' answer comes by
+ * the lane, so 1 MiB ping-pong took 120 us instead of 114, medians of 8.) */
 #define NX_LIGHT_PASSES 32
-#define NX_LIGHT_PASSES_LOCAL 256
 static inline void nx_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

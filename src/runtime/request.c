@@ -156,19 +156,15 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
   uint64_t lnow = nx_now_ns();
   uint64_t spin_until = lnow + nx_ep_spin_ns(ep, &yield);
   int light = 0; /* light passes since the last full one */
-  int light_max =
-      (uint32_t)atomic_load_explicit(&ep->local_peers, memory_order_relaxed) + 1 >= ep->world
-          ? NX_LIGHT_PASSES_LOCAL
-          : NX_LIGHT_PASSES;
   while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
     uint64_t next = UINT64_MAX;
     /* With shared-memory rings up, a reply from this host comes by a ring:
      * while spinning, most passes only look at the rings (memory reads, no
-     * system call) and every light_max-th is a full one (sockets,
+     * system call) and every NX_LIGHT_PASSES-th is a full one (sockets,
      * timers, deadlines), so traffic on the lane and QUIC waits a few
      * microseconds at most. They read the clock every fourth pass (it costs
      * as much as a look at every ring). */
-    if (light < light_max && atomic_load_explicit(&ep->shm_all, memory_order_relaxed) &&
+    if (light < NX_LIGHT_PASSES && atomic_load_explicit(&ep->shm_all, memory_order_relaxed) &&
         ((light & 3) || (lnow = nx_now_ns()) < spin_until)) {
       light++;
       if (pthread_mutex_trylock(&ep->mu) == 0) {
@@ -183,7 +179,7 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
       /* every pass yields with more ranks than CPUs; otherwise the last
        * light pass does, as the segment's waits do (nx_cseg_wait: the peer
        * may have been put on our CPU) */
-      if (yield || light == light_max)
+      if (yield || light == NX_LIGHT_PASSES)
         sched_yield();
       else
         nx_cpu_relax();
