@@ -210,7 +210,7 @@ static int finish(nexar_client *c, int rc, nexar_request *r, uint64_t id, nexar_
 static int send_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t dest,
                     uint32_t tag) {
   uint64_t total = 0;
-  if (!c || dest >= c->size || c->cfg.adapter || n > 8) return 0;
+  if (!c || (n && !iov) || dest >= c->size || c->cfg.adapter) return 0;
   for (size_t i = 0; i < n; i++) {
     if (iov[i].len && !iov[i].base) return 0;
     total += iov[i].len;
@@ -236,7 +236,7 @@ static int send_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
 }
 
 int nexar_send_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t dest, uint32_t tag) {
-  int rc = iov || !n ? send_now(c, iov, n, dest, tag) : 0;
+  int rc = send_now(c, iov, n, dest, tag);
   if (rc) return rc < 0 ? rc : 0;
   nexar_request *r = NULL;
   uint64_t id = 0;

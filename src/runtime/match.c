@@ -14,6 +14,16 @@ static int key_match(const nx_key *k, const nx_frame *f, int any_src) {
   return 1;
 }
 
+/* Takes posted receive r (after prev, NULL if first) off the posted list. */
+static void posted_unlink(nx_ep *ep, nx_recv *prev, nx_recv *r) {
+  if (prev)
+    prev->next = r->next;
+  else
+    ep->posted_head = r->next;
+  if (ep->posted_tail == r) ep->posted_tail = prev;
+  r->next = NULL;
+}
+
 void nx_iov_copy_in(const nexar_iovec *iov, size_t niov, uint64_t off, const uint8_t *data,
                     size_t len) {
   for (size_t i = 0; i < niov && len > 0; i++) {
@@ -115,11 +125,7 @@ size_t nx_match_fail_posted(nx_ep *ep, nx_recv_pick_fn pick, void *arg, const ch
       prev = r;
       continue;
     }
-    if (prev)
-      prev->next = next;
-    else
-      ep->posted_head = next;
-    if (ep->posted_tail == r) ep->posted_tail = prev;
+    posted_unlink(ep, prev, r);
     nx_recv_finish(ep, r, rc, why);
     n++;
   }
@@ -130,11 +136,7 @@ int nx_match_cancel(nx_ep *ep, nx_recv *r) {
   nx_recv *prev = NULL;
   for (nx_recv *x = ep->posted_head; x; prev = x, x = x->next) {
     if (x != r) continue;
-    if (prev)
-      prev->next = x->next;
-    else
-      ep->posted_head = x->next;
-    if (ep->posted_tail == x) ep->posted_tail = prev;
+    posted_unlink(ep, prev, x);
     return 1;
   }
   if (r->msg) { /* matched and part-received: the rest of it is dropped */
@@ -165,12 +167,7 @@ int nx_match_direct(nx_ep *ep, const nx_frame *f, const nexar_iovec *iov, size_t
   for (nx_recv *r = ep->posted_head; r; prev = r, r = r->next) {
     if (!key_match(&r->key, f, 0)) continue;
     if (r->anylen || r->len != f->length) return 0; /* the general path says why */
-    if (prev)
-      prev->next = r->next;
-    else
-      ep->posted_head = r->next;
-    if (ep->posted_tail == r) ep->posted_tail = prev;
-    r->next = NULL;
+    posted_unlink(ep, prev, r);
     uint64_t off = 0;
     for (size_t i = 0; i < niov; i++) {
       if (iov[i].len) nx_iov_copy_in(r->iov, r->niov, off, iov[i].base, iov[i].len);
@@ -249,12 +246,7 @@ void nx_match_arrived(nx_ep *ep, nx_msg *m) {
   nx_recv *prev = NULL;
   for (nx_recv *r = ep->posted_head; r; prev = r, r = r->next) {
     if (!key_match(&r->key, &m->f, 0)) continue;
-    if (prev)
-      prev->next = r->next;
-    else
-      ep->posted_head = r->next;
-    if (ep->posted_tail == r) ep->posted_tail = prev;
-    r->next = NULL;
+    posted_unlink(ep, prev, r);
     if (!size_ok(r, m)) {
       char why[200];
       snprintf(why, sizeof why,

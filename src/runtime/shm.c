@@ -345,6 +345,12 @@ static int usable(const nx_peer *p) {
   return p->shm && p->shm->up && !atomic_load(&p->shm->dead) && p->state == NX_PEER_UP;
 }
 
+static void count_sent(nx_peer *p, uint64_t len) {
+  p->st.messages_sent++;
+  p->st.bytes_sent += len;
+  p->st.shm_bytes_sent += len;
+}
+
 int nx_shm_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
                        size_t niov, uint64_t len, nexar_request *req) {
   if (!usable(p)) return 0;
@@ -378,9 +384,7 @@ int nx_shm_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iov
   } else {
     return 0;
   }
-  p->st.messages_sent++;
-  p->st.bytes_sent += len;
-  p->st.shm_bytes_sent += len;
+  count_sent(p, len);
   if (req) nx_req_complete(req, 0, NULL); /* copied */
   return 1;
 }
@@ -395,9 +399,7 @@ int nx_shm_send_now_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar
   nx_frame_encode(f, hdr);
   int rc = put(ep, p->shm, hdr, iov, niov, len);
   if (rc) return rc < 0 ? rc : 0;
-  p->st.messages_sent++;
-  p->st.bytes_sent += len;
-  p->st.shm_bytes_sent += len;
+  count_sent(p, len);
   return 1;
 }
 

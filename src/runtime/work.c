@@ -107,20 +107,6 @@ static void fire_timers_locked(nx_ep *ep, uint64_t now) {
   timer_min_locked(ep);
 }
 
-static int run_deferred(nx_ep *ep);
-
-int nx_ep_run_deferred(nx_ep *ep) {
-  if (tls_in_work) return 0;
-  if (!atomic_load(&ep->work_n) && atomic_load(&ep->timer_min) > nx_now_ns()) return 0;
-  return run_deferred(ep);
-}
-
-int nx_ep_run_deferred_at(nx_ep *ep, uint64_t now) {
-  if (tls_in_work) return 0;
-  if (!atomic_load(&ep->work_n) && atomic_load(&ep->timer_min) > now) return 0;
-  return run_deferred(ep);
-}
-
 static int run_deferred(nx_ep *ep) {
   tls_in_work = 1;
   nx_ep *prev = tls_driver;
@@ -145,4 +131,16 @@ static int run_deferred(nx_ep *ep) {
   tls_driver = prev;
   tls_in_work = 0;
   return ran;
+}
+
+int nx_ep_run_deferred(nx_ep *ep) {
+  if (tls_in_work) return 0;
+  if (!atomic_load(&ep->work_n) && atomic_load(&ep->timer_min) > nx_now_ns()) return 0;
+  return run_deferred(ep);
+}
+
+int nx_ep_run_deferred_at(nx_ep *ep, uint64_t now) {
+  if (tls_in_work) return 0;
+  if (!atomic_load(&ep->work_n) && atomic_load(&ep->timer_min) > now) return 0;
+  return run_deferred(ep);
 }
