@@ -197,6 +197,7 @@ enum {
   NX_SEG_SINGLE,   /* single copy from the callers' buffers (cseg.h) */
   NX_SEG_CHUNKS,   /* a reduction above the buffers: consecutive collectives of
                     * nx_segcoll_chunk elements each, through the buffers */
+  NX_SEG_BCAST,    /* a small broadcast through its root's ring (cseg.h) */
 };
 /* Pure (every rank of a well-formed call chooses the same); the caller keeps
  * the answer in j->seg. */

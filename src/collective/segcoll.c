@@ -105,6 +105,9 @@ static int chunks(const nx_job *j, uint32_t n) {
 int nx_segcoll_eligible(const nx_job *j) {
   nexar_client *c = j->c;
   if (!c->cseg || j->ad || c->size < 2) return NX_SEG_NONE;
+  if (j->kind == NX_COLL_BROADCAST && nx_algo_force_broadcast < 0 &&
+      c->size <= NX_CSEG_BCAST_RANKS && j->count * j->es <= NX_CSEG_BCAST_MAX)
+    return NX_SEG_BCAST;
   if (single_copy(j, c->cseg)) return NX_SEG_SINGLE; /* any size */
   if (j->count * j->es > chunk_bytes(c->size) && chunks(j, c->size)) return NX_SEG_CHUNKS;
   /* the largest contribution of any rank decides, so all ranks agree */
@@ -265,63 +268,87 @@ static int mismatch(const segop *o, uint64_t k, const nx_cseg_sig *ours, uint32_
       (unsigned long long)k, (unsigned long long)o->j->c->id, o->s->me, mine, r, other, late);
 }
 
+/* All other ranks have begun sequence `need` - 1 (entered >= need): 1, or 0
+ * naming one that has not. The least value seen is kept, as entered only
+ * grows: a root that runs ahead reads the others' words once per many calls. */
+static int others_began(nx_cseg *s, uint64_t need, uint32_t *who) {
+  if (s->min_entered >= need) return 1;
+  uint64_t least = UINT64_MAX;
+  for (uint32_t r = 0; r < s->n; r++) {
+    if (r == s->me) continue;
+    uint64_t e = atomic_load_explicit(&s->ctl[r].entered, memory_order_acquire);
+    if (e < need) {
+      *who = r;
+      return 0;
+    }
+    least = e < least ? e : least;
+  }
+  s->min_entered = least;
+  return 1;
+}
+
+/* The bits of every other rank in an ack word (nowait: n <= 64). */
+static uint64_t ack_all(const nx_cseg *s) {
+  uint64_t all = s->n >= 64 ? UINT64_MAX : (1ull << s->n) - 1;
+  return all & ~(1ull << s->me);
+}
+
+static void push_pending(nx_cseg *s, uint64_t seq, _Atomic uint64_t *ack) {
+  nx_cseg_pend *q = &s->pend[(s->pend_at + s->npend++) % NX_CSEG_PEND];
+  q->seq = seq;
+  q->ack = ack;
+}
+
 /* The collectives we finished without waiting (nowait), up to sequence
- * upto, against every other rank's words now that it is past them: 1 all
- * checked, 0 a rank is not past one yet (*who), < 0 what was wrong. A rank
- * that took one by messages is told, as it may be waiting for our frames. */
+ * upto, once every other rank has begun the one after: every reader's bit
+ * must be set. 1 all checked, 0 a rank has not begun the next yet (*who),
+ * < 0 what was wrong. The rank that did not take it is told, as it may be
+ * waiting for our frames on the message path. */
 static int check_pending(segop *o, uint64_t upto, uint32_t *who) {
   nx_cseg *s = o->s;
-  while (s->npend && s->pend[0] <= upto) {
-    uint64_t k = s->pend[0];
-    const nx_cseg_sig *ours = &s->pend_sig[0];
-    unsigned p = (unsigned)(k % NX_CSEG_RING);
-    for (uint32_t r = 0; r < s->n; r++) {
-      if (r == s->me) continue;
-      /* entered first: it wrote its arrival or mark of k before it */
-      uint64_t ev = atomic_load_explicit(&s->ctl[r].entered, memory_order_acquire);
-      uint64_t mv = atomic_load(&s->ctl[r].msg);
-      uint64_t av = atomic_load(&s->ctl[r].arrive[p]);
-      int st = nx_cseg_past(av, mv, ev, k);
-      if (st == 0) {
-        *who = r;
-        return 0;
-      }
-      int rc = 0;
-      if (st == 1) {
-        nx_cseg_sig theirs = s->ctl[r].sig[p];
-        /* reused meanwhile (see nx_segcoll_mark): nothing to say */
-        if (atomic_load(&s->ctl[r].arrive[p]) == av && memcmp(&theirs, ours, sizeof theirs))
-          rc = mismatch(o, k, ours, r, &theirs);
-      } else if (st == 2) {
-        rc = nx_fail(NEXAR_ERR_MISMATCH,
-                     "collective #%llu on comm %llu: rank %u called a blocking collective that "
-                     "took the shared segment, rank %u one that took the message path (found at "
-                     "#%llu)",
-                     (unsigned long long)k, (unsigned long long)o->j->c->id, s->me, r,
-                     (unsigned long long)o->seq);
-        char why[256];
-        snprintf(why, sizeof why, "%s", nexar_last_error());
-        nx_coll_tell_failed(o->j->c, r, k, NEXAR_ERR_MISMATCH);
-        nx_set_error_text(why);
-      } else if (st == 3) {
-        /* refused (bad arguments) or failed there, most often on a
-         * mismatch it was told of: what a peer's refusal reads as anyway */
-        rc = nx_fail(NEXAR_ERR_MISMATCH,
-                     "collective #%llu on comm %llu: rank %u left it without taking part (it "
-                     "failed or refused it there; found at #%llu)",
-                     (unsigned long long)k, (unsigned long long)o->j->c->id, r,
-                     (unsigned long long)o->seq);
-      } /* 4 cannot happen (see nx_segcoll_mark); it would mean past k + 2 */
-      if (rc) {
-        s->npend = 0; /* told once */
-        return rc;
-      }
+  while (s->npend) {
+    nx_cseg_pend *q = &s->pend[s->pend_at % NX_CSEG_PEND];
+    uint64_t k = q->seq;
+    if (k > upto) break;
+    if (!others_began(s, k + 2, who)) return 0;
+    uint64_t missing = ack_all(s) & ~atomic_load_explicit(q->ack, memory_order_acquire);
+    if (missing) {
+      uint32_t r = (uint32_t)__builtin_ctzll(missing);
+      int rc = nx_fail(NEXAR_ERR_MISMATCH,
+                       "collective #%llu on comm %llu: rank %u was its root, rank %u did not take "
+                       "part as a reader (it called another collective, other arguments, another "
+                       "root or a non-blocking form, or failed it; found at #%llu)",
+                       (unsigned long long)k, (unsigned long long)o->j->c->id, s->me, r,
+                       (unsigned long long)o->seq);
+      char why[320];
+      snprintf(why, sizeof why, "%s", nexar_last_error());
+      nx_coll_tell_failed(o->j->c, r, k, NEXAR_ERR_MISMATCH);
+      nx_set_error_text(why);
+      s->npend = 0; /* told once */
+      return rc;
     }
+    s->pend_at++;
     s->npend--;
-    memmove(s->pend, s->pend + 1, s->npend * sizeof s->pend[0]);
-    memmove(s->pend_sig, s->pend_sig + 1, s->npend * sizeof s->pend_sig[0]);
   }
   return 1;
+}
+
+/* A word of rank r that no rank following the protocol writes: r is
+ * dropped (PROTOCOL), and this collective fails with that cause. */
+static int impossible(const segop *o, uint32_t r) {
+  nx_ep *ep = o->j->c->ep;
+  const char *name = nx_job_name(o->j);
+  unsigned long long seq = (unsigned long long)o->seq, id = (unsigned long long)o->j->c->id;
+  char why[160];
+  snprintf(why, sizeof why, "shared-memory collective segment: impossible sequence from rank %u",
+           r);
+  int rc = nx_fail(NEXAR_ERR_PROTOCOL, "%s #%llu on comm %llu: %s", name, seq, id, why);
+  nx_coll_fail(o->j->k, rc); /* the cause here, not the loss it causes */
+  pthread_mutex_lock(&ep->mu);
+  nx_peer_dead_locked(ep, ep->peers[o->j->c->members[r]], NEXAR_ERR_PROTOCOL, why);
+  pthread_mutex_unlock(&ep->mu);
+  nx_fail(rc, "%s #%llu on comm %llu: %s", name, seq, id, why);
+  return rc;
 }
 
 static int arrived(void *arg, uint32_t *who) {
@@ -331,57 +358,103 @@ static int arrived(void *arg, uint32_t *who) {
   for (; o->next < s->n; o->next++) {
     uint32_t r = o->next;
     if (r == s->me) continue;
-    /* msg first: a rank marks a later message-path sequence only after its
-     * arrival here, so seeing the mark means seeing the arrival too */
-    uint64_t mv = atomic_load(&s->ctl[r].msg);
-    uint64_t av = atomic_load(&s->ctl[r].arrive[p]);
-    int st = nx_cseg_arrival(av, mv, o->seq);
+    /* entered, then msg, then the arrival: seeing it past seq, or marked,
+     * means seeing its arrival at seq if it made one */
+    nx_cseg_ctl *w = &s->ctl[r];
+    uint64_t e0 = atomic_load_explicit(&w->entered, memory_order_acquire);
+    uint64_t mv = atomic_load(&w->msg);
+    uint64_t av = atomic_load(&w->arrive[p]);
+    uint64_t e1 = av > o->seq + 1 ? atomic_load(&w->entered) : e0;
+    int st = nx_cseg_arrival(av, mv, e0, e1, o->seq);
     if (st == 0) {
       *who = r;
       return 0;
     }
-    const char *name = nx_job_name(o->j);
-    unsigned long long seq = (unsigned long long)o->seq, id = (unsigned long long)o->j->c->id;
-    if (st < 0) {
-      nx_ep *ep = o->j->c->ep;
-      char why[160];
-      snprintf(why, sizeof why,
-               "shared-memory collective segment: impossible sequence from rank %u", r);
-      int rc = nx_fail(NEXAR_ERR_PROTOCOL, "%s #%llu on comm %llu: %s", name, seq, id, why);
-      nx_coll_fail(o->j->k, rc); /* the cause here, not the loss it causes */
-      pthread_mutex_lock(&ep->mu);
-      nx_peer_dead_locked(ep, ep->peers[o->j->c->members[r]], NEXAR_ERR_PROTOCOL, why);
-      pthread_mutex_unlock(&ep->mu);
-      nx_fail(rc, "%s #%llu on comm %llu: %s", name, seq, id, why);
-      return rc;
-    }
+    if (st < 0) return impossible(o, r);
     if (st == 2)
       return nx_fail(NEXAR_ERR_MISMATCH,
                      "collective #%llu on comm %llu: rank %u called %s (blocking), rank %u "
-                     "called a collective that took the message path (a non-blocking form, or "
-                     "other arguments)",
-                     seq, id, s->me, name, r);
-    nx_cseg_sig theirs = s->ctl[r].sig[p];
+                     "took another path for it (a non-blocking form, other arguments, or a "
+                     "small broadcast; or it failed it)",
+                     (unsigned long long)o->seq, (unsigned long long)o->j->c->id, s->me,
+                     nx_job_name(o->j), r);
+    nx_cseg_sig theirs = w->sig[p];
     if (memcmp(&theirs, &o->sig, sizeof theirs)) return mismatch(o, o->seq, &o->sig, r, &theirs);
   }
-  return check_pending(o, o->seq - 1, who); /* all are at seq: past what we did not wait for */
+  return 1;
 }
 
 static int drained(void *arg, uint32_t *who) {
   segop *o = arg;
   nx_cseg *s = o->s;
-  uint64_t last = s->last_arrive[o->seq & 1]; /* seq + 1 of our arrival at k - 2 */
-  if (last)
-    for (uint32_t r = 0; r < s->n; r++)
-      if (r != s->me && atomic_load_explicit(&s->ctl[r].entered, memory_order_acquire) < last + 1) {
-        *who = r;
-        return 0;
-      }
-  /* every rank is past k - 2 (they could not have begun k - 1 otherwise);
-   * single copy checks k - 1 too before it arrives, as the others will
-   * read our buffer once they see us (no failure found after that) */
-  uint64_t upto = o->cma ? o->seq - 1 : o->seq - 2;
-  return o->seq >= 2 ? check_pending(o, upto, who) : 1;
+  uint64_t last = s->last_arrive[o->seq & 1]; /* seq + 1 of our last arrival on this parity */
+  if (last && !others_began(s, last + 1, who)) return 0;
+  /* A nowait root checks what is two behind (so it may run one ahead);
+   * everyone else all it left unchecked, before it arrives: a mismatch
+   * found here fails this collective on every rank, as we never arrive. */
+  uint64_t back = o->j->seg_nowait ? 2 : 1;
+  return s->npend && o->seq >= back ? check_pending(o, o->seq - back, who) : 1;
+}
+
+/* Small broadcast, root: our entry of seq is free once every reader began
+ * the broadcast after the one it holds; what we left unchecked there (and
+ * before) is checked first. */
+static int bring_free(void *arg, uint32_t *who) {
+  segop *o = arg;
+  nx_cseg *s = o->s;
+  uint64_t held = s->bheld[o->seq % NX_CSEG_BDEPTH];
+  if (held && !others_began(s, held + 1, who)) return 0;
+  return s->npend && o->seq >= NX_CSEG_BDEPTH ? check_pending(o, o->seq - NX_CSEG_BDEPTH, who) : 1;
+}
+
+/* Small broadcast, reader: the root's entry of seq, with our signature. */
+static int bring_ready(void *arg, uint32_t *who) {
+  segop *o = arg;
+  nx_cseg *s = o->s;
+  uint32_t root = o->j->root;
+  nx_cseg_ctl *w = &s->ctl[root];
+  nx_cseg_bent *e = nx_cseg_bentry(s, root, o->seq);
+  uint64_t e0 = atomic_load_explicit(&w->entered, memory_order_acquire);
+  uint64_t held = atomic_load_explicit(&e->seq, memory_order_acquire);
+  if (held == o->seq + 1) {
+    nx_cseg_sig theirs = e->sig;
+    return memcmp(&theirs, &o->sig, sizeof theirs) ? mismatch(o, o->seq, &o->sig, root, &theirs)
+                                                   : 1;
+  }
+  uint64_t mv = atomic_load(&w->msg);
+  uint64_t av = atomic_load(&w->arrive[o->seq % NX_CSEG_RING]);
+  uint64_t e1 = atomic_load(&w->entered);
+  int st = nx_cseg_bentry_state(held, av, mv, e0, e1, o->seq);
+  if (st == 0) {
+    *who = root;
+    return 0;
+  }
+  if (st < 0) return impossible(o, root);
+  return nx_fail(NEXAR_ERR_MISMATCH,
+                 "collective #%llu on comm %llu: rank %u called %s from root %u, which took "
+                 "another path for it (another collective, other arguments or a non-blocking "
+                 "form; or it failed it)",
+                 (unsigned long long)o->seq, (unsigned long long)o->j->c->id, s->me,
+                 nx_job_name(o->j), root);
+}
+
+static int run_bcast(segop *o, uint32_t tmo, const char *name) {
+  nx_job *j = o->j;
+  nx_cseg *s = o->s;
+  size_t blk = j->count * j->es;
+  if (s->me == j->root) {
+    int rc = nx_cseg_wait(s, j->k, bring_free, o, tmo, name, "it to begin a later collective");
+    if (rc) return rc;
+    nx_cseg_bpublish(s, o->seq, &o->sig, j->buf, blk);
+    push_pending(s, o->seq, &nx_cseg_bentry(s, s->me, o->seq)->ack);
+    return 0;
+  }
+  int rc = nx_cseg_wait(s, j->k, bring_ready, o, tmo, name, "the root's broadcast");
+  if (rc) return rc;
+  nx_cseg_bent *e = nx_cseg_bentry(s, j->root, o->seq);
+  if (blk) memcpy(j->buf, e->data, blk);
+  atomic_fetch_or_explicit(&e->ack, 1ull << s->me, memory_order_release);
+  return 0;
 }
 
 /* Single copy: every other rank has read what it needed of our buffer. */
@@ -550,6 +623,7 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
   /* a peer failed it before we began (it told us): nothing to publish */
   int rc = nx_coll_failed(j->k);
   if (rc) return rc;
+  if (j->seg == NX_SEG_BCAST) return run_bcast(&o, tmo, name);
   rc = nx_cseg_wait(o.s, j->k, drained, &o, tmo, name, "it to begin the next collective");
   if (rc) return rc; /* not arrived: nobody waits for what we would have written */
   const void *src =
@@ -561,34 +635,33 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
   else if (pub)
     memcpy(nx_cseg_buf(o.s, c->rank, o.seq), src, pub);
   nx_cseg_arrive(o.s, o.seq, &o.sig);
-  if (j->seg_nowait) { /* its readers check our signature; we check theirs later */
-    o.s->pend[o.s->npend] = o.seq;
-    o.s->pend_sig[o.s->npend++] = o.sig;
+  if (j->seg_nowait) { /* its readers check our signature and set their bits */
+    push_pending(o.s, o.seq, &o.s->ctl[c->rank].ack[o.seq % NX_CSEG_RING]);
     if (j->count) compute(&o);
     return 0;
   }
   rc = nx_cseg_wait(o.s, j->k, arrived, &o, tmo, name, "its arrival");
   if (!rc && o.cma) return run_single_copy(&o, tmo, name);
-  if (!rc && j->count) compute(&o); /* (count 0: buffers may be NULL) */
-  return rc;
+  if (rc) return rc;
+  if (j->count) compute(&o); /* (count 0: buffers may be NULL) */
+  /* the root may not have waited for us: it checks our bit later */
+  if ((j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER) && c->rank != j->root &&
+      c->size <= NX_CSEG_BCAST_RANKS)
+    atomic_fetch_or_explicit(&o.s->ctl[j->root].ack[o.seq % NX_CSEG_RING], 1ull << c->rank,
+                             memory_order_release);
+  return 0;
 }
 
 int nx_segcoll_nowait(const nx_job *j) {
-  const nx_cseg *s = j->c->cseg;
-  /* a root that only writes; while checks are due (never more than two
-   * outside a message-path call, which drops them) it waits as the rest */
+  /* a root that only writes, its readers' bits checked later (one each) */
   return (j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER) && j->c->rank == j->root &&
-         s->npend < NX_CSEG_PEND - 1 && j->seg != NX_SEG_SINGLE;
+         j->c->size <= NX_CSEG_BCAST_RANKS && j->seg != NX_SEG_SINGLE;
 }
 
 void nx_segcoll_mark(nx_job *j) {
   nx_cseg *s = j->c->cseg;
   if (!s) return;
+  /* Checks still due stay due: the bits they read are in our own words,
+   * which only our next arrival or broadcast on them resets, after them. */
   nx_cseg_mark_msg(s, nx_coll_seq(j->k));
-  /* Checks still due are dropped: past a message-path call the others may
-   * reuse the slots we would read. What they found they told us (a
-   * failure), unless all of them took the same collective without waiting
-   * (two ranks each calling itself a broadcast's root): that mismatch goes
-   * unseen. */
-  s->npend = 0;
 }

@@ -49,8 +49,10 @@ struct nexar_client {
   uint64_t next_seq;
   nx_active_coll *colls;      /* in flight, under ep->mu */
   struct nx_coll *coll_spare; /* the last that ended (under ep->mu): the next begin's */
-#define NX_SEG_NOWAIT 4u
-  _Atomic uint64_t seg_nowait[NX_SEG_NOWAIT]; /* nx_coll_mark_seg_nowait: seq + 1 by seq & 3 */
+  /* nx_coll_mark_seg_nowait: seq + 1 by seq % NX_SEG_NOWAIT, as deep as a
+   * small broadcast's root runs ahead (NX_CSEG_BDEPTH, cseg.h) */
+#define NX_SEG_NOWAIT 128u
+  _Atomic uint64_t seg_nowait[NX_SEG_NOWAIT];
   uint64_t *failed_seqs; /* peers reported these as failed before we began them */
   int32_t *failed_codes;
   uint64_t last_fail_seq; /* the latest collective that failed here, and why */

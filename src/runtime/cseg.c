@@ -20,22 +20,27 @@
 #include "runtime/engine.h"
 #include "transport/vmread.h"
 
-#define CSEG_MAGIC 0x3147455358454e4eull /* "NNEXSEG1" */
+#define CSEG_MAGIC 0x3247455358454e4eull /* "NNEXSEG2" */
 #define CSEG_CTL 4096u
 
 typedef struct cseg_hdr {
   uint64_t magic, comm_id, attempt;
   uint32_t n, slot;
 } cseg_hdr;
-_Static_assert(sizeof(nx_cseg_ctl) == 256, "four cache lines");
+_Static_assert(sizeof(nx_cseg_ctl) == 320, "five cache lines");
+_Static_assert(sizeof(nx_cseg_bent) % 64 == 0, "whole cache lines");
 
 static size_t data_off(uint32_t n) {
   size_t ctl = (size_t)n * sizeof(nx_cseg_ctl);
   return CSEG_CTL + ((ctl + 4095u) & ~(size_t)4095u);
 }
 
-static size_t seg_size(uint32_t n) {
+static size_t bring_off(uint32_t n) {
   return data_off(n) + (size_t)n * 2 * nx_cseg_slot(n);
+}
+
+static size_t seg_size(uint32_t n) {
+  return bring_off(n) + (size_t)n * NX_CSEG_BDEPTH * sizeof(nx_cseg_bent);
 }
 
 static nx_cseg *wrap(void *base, uint32_t n, uint32_t me, uint64_t attempt) {
@@ -49,6 +54,7 @@ static nx_cseg *wrap(void *base, uint32_t n, uint32_t me, uint64_t attempt) {
   s->attempt = attempt;
   s->ctl = (nx_cseg_ctl *)((uint8_t *)base + CSEG_CTL);
   s->data = (uint8_t *)base + data_off(n);
+  s->bring = (uint8_t *)base + bring_off(n);
   return s;
 }
 
@@ -153,6 +159,9 @@ static void bell(nx_cseg_ctl *me) {
 
 void nx_cseg_arrive(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig) {
   nx_cseg_ctl *me = &s->ctl[s->me];
+  /* readers of seq - 4 set their bits before they began seq - 3, which we
+   * waited for (step 1) */
+  atomic_store_explicit(&me->ack[seq % NX_CSEG_RING], 0, memory_order_relaxed);
   me->sig[seq % NX_CSEG_RING] = *sig;
   s->last_arrive[seq & 1] = seq + 1;
   atomic_store(&me->arrive[seq % NX_CSEG_RING], seq + 1);
@@ -177,20 +186,34 @@ void nx_cseg_leave(nx_cseg *s, uint64_t seq) {
   bell(me);
 }
 
-int nx_cseg_arrival(uint64_t a, uint64_t msg, uint64_t seq) {
+int nx_cseg_arrival(uint64_t a, uint64_t msg, uint64_t e0, uint64_t e1, uint64_t seq) {
   if (a == seq + 1) return 1;
-  /* arriving at seq + 2 on this parity takes our having entered seq + 1:
-   * impossible while we are at seq */
-  if (a > seq + 1) return NEXAR_ERR_PROTOCOL;
-  /* not arrived, yet at or past seq by messages: it took the other path */
-  return msg >= seq + 1 ? 2 : 0;
+  /* arriving later takes having begun that later one, which it stores first */
+  if (a > seq + 1) return e1 >= a ? 2 : NEXAR_ERR_PROTOCOL;
+  /* not arrived, yet at seq by messages, or past it: it took another path */
+  return msg >= seq + 1 || e0 >= seq + 2 ? 2 : 0;
 }
 
-int nx_cseg_past(uint64_t a, uint64_t msg, uint64_t entered, uint64_t k) {
-  if (entered < k + 2) return 0;
-  if (a == k + 1) return 1;
-  if (a > k + 1) return 4;
-  return msg >= k + 1 ? 2 : 3;
+int nx_cseg_bentry_state(uint64_t held, uint64_t a, uint64_t msg, uint64_t e0, uint64_t e1,
+                         uint64_t seq) {
+  if (held == seq + 1) return 1;
+  /* a later broadcast in seq's entry: the root did not write seq there (it
+   * keeps the entry until we begin seq + 1), and began that later one first */
+  if (held > seq + 1) return e1 >= held ? 2 : NEXAR_ERR_PROTOCOL;
+  if (a == seq + 1) return 2; /* it took the buffers: other arguments */
+  if (a > seq + 1 && e1 < a) return NEXAR_ERR_PROTOCOL;
+  return msg >= seq + 1 || e0 >= seq + 2 ? 2 : 0;
+}
+
+void nx_cseg_bpublish(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig, const void *data,
+                      size_t len) {
+  nx_cseg_bent *e = nx_cseg_bentry(s, s->me, seq);
+  atomic_store_explicit(&e->ack, 0, memory_order_relaxed);
+  e->sig = *sig;
+  if (len) memcpy(e->data, data, len);
+  s->bheld[seq % NX_CSEG_BDEPTH] = seq + 1;
+  atomic_store_explicit(&e->seq, seq + 1, memory_order_release);
+  bell(&s->ctl[s->me]);
 }
 
 /* -------------------------------------------------------------- waiting */

@@ -11,22 +11,39 @@
  * Every collective a rank begins on the communicator, whatever its path,
  * stores entered = its sequence. Protocol of one collective with sequence
  * k, parity p = k & 1, ring slot i = k & 3, on rank r:
- *  1. if r arrived at k - 2, wait until every rank has entered k - 1 (a rank
- *     begins k - 1 only once it finished k - 2 in the segment, which is when
- *     it read r's arrival, signature and buffer of k - 2; one that took k - 2
- *     by messages or refused it never reads them);
+ *  1. wait until every rank has finished the last collective at which r
+ *     arrived on parity p (entered past it: a rank begins k' + 1 only once
+ *     it has read what it needed of k'), and past the nowait collectives r
+ *     has not checked yet (below);
  *  2. write its contribution into buffer p (or, single copy, the address of
  *     its own buffer into addr[i]), its signature into sig[i], then
  *     arrive[i] = k (release);
  *  3. wait until every rank has arrive[i] == k and compare the signatures (a
  *     mismatch is found on arrival, by every rank: each reads every
- *     signature) -- except a rank that only writes (a broadcast's root),
- *     which returns and compares at its next collective (collective/
- *     segcoll.c): slot i is rewritten at k + 4 at the earliest, and step 1
- *     keeps every rank within two sequences of it;
+ *     signature); a rank that went past k without arriving (entered, msg)
+ *     took another path: a mismatch too -- except a rank that only writes
+ *     (a broadcast's or scatter's root: "nowait"), which returns;
  *  4. read and reduce or copy straight from the others' buffers; single
  *     copy: read with process_vm_readv, store left = k, and wait until every
  *     rank left k before returning (its buffer is read until then).
+ * A reader of a nowait root's collective k sets its bit in the root's
+ * ack[i] once it has read it with matching signatures; the root checks the
+ * bits of k at a later collective, once every rank has begun k + 1: one
+ * missing is a mismatch (found late, at that collective; the root tells the
+ * rank, which may be waiting for its frames on the message path).
+ *
+ * Small broadcasts take a deeper ring instead (nx_cseg_bent): root r writes
+ * broadcast k into its entry k % NX_CSEG_BDEPTH (signature, data, then
+ * seq = k + 1, release) and returns; a reader waits for that entry alone
+ * (not for the other readers), checks the signature, copies, sets its bit
+ * in the entry's ack. A root thus runs up to NX_CSEG_BDEPTH collectives
+ * ahead of its slowest reader, as an MPI root runs ahead through its eager
+ * buffers: it reuses an entry once every rank has begun the collective after
+ * the one it held, checking that entry's ack bits first. A reader sees
+ * mismatches with the root at once (another signature, or the root past k
+ * without the entry); one between two readers (each taking a different root)
+ * is found by the roots, late, and fails their next collective there and, as
+ * they never arrive at it, on every other rank.
  * Trust. The members proved they are the authenticated peers of this host
  * (the lane, lane.c); the segment is offered over the lane only to them, and
  * accepted only from the proven pid of the communicator's rank 0, sealed
@@ -72,11 +89,27 @@ typedef struct nx_cseg_sig {
   uint64_t count;
 } nx_cseg_sig;
 
-/* Arrivals and signatures are kept for four sequences (k & 3), data for
- * two (k & 1): a rank that does not wait for the others' arrivals (a
- * broadcast's root, a scatter's) checks their signatures of k at its next
- * collective, when they may be at k + 2 but never at k + 4. */
+/* Arrivals, signatures and acks are kept for four sequences (k & 3), data
+ * for two (k & 1). */
 #define NX_CSEG_RING 4u
+/* Small broadcasts (NX_CSEG_BCAST_MAX bytes at most) go through a ring of
+ * this many entries per root, up to NX_CSEG_BCAST_RANKS ranks (one ack bit
+ * each). Deep enough that with more ranks than CPUs a root fills it within
+ * one time slice and each reader drains it within its own: measured at
+ * n = 8 on 2 cores, a broadcast of 8 B costs about a context switch per
+ * NX_CSEG_BDEPTH / n calls instead of one per call. */
+#define NX_CSEG_BDEPTH 128u
+#define NX_CSEG_BCAST_MAX 1024u
+#define NX_CSEG_BCAST_RANKS 64u
+
+typedef struct nx_cseg_bent {
+  _Atomic uint64_t seq; /* the broadcast it holds, + 1 (release, after the rest) */
+  nx_cseg_sig sig;
+  char pad[40];
+  uint8_t data[NX_CSEG_BCAST_MAX];
+  _Atomic uint64_t ack; /* a bit per reader that took it (its own line) */
+  char pad2[56];
+} nx_cseg_bent;
 
 typedef struct nx_cseg_ctl {
   _Atomic uint64_t arrive[NX_CSEG_RING]; /* by sequence & 3 */
@@ -88,11 +121,18 @@ typedef struct nx_cseg_ctl {
   char pad1[40];
   _Atomic uint32_t gen, sleepers;
   char pad2[56];
+  _Atomic uint64_t ack[NX_CSEG_RING]; /* nowait k: a bit per reader that took it */
+  char pad3[32];
 } nx_cseg_ctl;
 
-/* Collectives this rank finished without waiting for the others, not yet
- * checked against their signatures (at most two are ever outstanding). */
-#define NX_CSEG_PEND 4u
+/* Collectives this rank finished without waiting for the others (nowait),
+ * not yet checked: at most the ring's entries and two on the buffers. */
+#define NX_CSEG_PEND (2u * NX_CSEG_BDEPTH)
+
+typedef struct nx_cseg_pend {
+  uint64_t seq;
+  _Atomic uint64_t *ack; /* where its readers set their bits */
+} nx_cseg_pend;
 
 typedef struct nx_cseg {
   void *base;
@@ -100,14 +140,16 @@ typedef struct nx_cseg {
   uint32_t n, me;
   size_t slot; /* nx_cseg_slot(n) */
   uint64_t attempt;
-  nx_cseg_ctl *ctl;            /* ctl[0..n) */
-  uint8_t *data;               /* data of rank r, parity p: data + (2r + p) * slot */
-  uint64_t last_arrive[2];     /* sequence this rank last arrived at on parity p (+1; 0 never) */
-  uint64_t pend[NX_CSEG_PEND]; /* unchecked sequences, oldest first */
-  nx_cseg_sig pend_sig[NX_CSEG_PEND];
-  uint32_t npend;
-  int cma;    /* every rank may read every other's memory (process_vm_readv) */
-  pid_t *pid; /* process of each rank, as its lane proved it (cma only) */
+  nx_cseg_ctl *ctl;        /* ctl[0..n) */
+  uint8_t *data;           /* data of rank r, parity p: data + (2r + p) * slot */
+  uint64_t last_arrive[2]; /* sequence this rank last arrived at on parity p (+1; 0 never) */
+  nx_cseg_pend pend[NX_CSEG_PEND]; /* unchecked, oldest first from pend_at */
+  uint32_t npend, pend_at;
+  uint8_t *bring;                 /* broadcast entries of rank r: bring + r * BDEPTH */
+  uint64_t bheld[NX_CSEG_BDEPTH]; /* our entry i holds this broadcast + 1 (0 none) */
+  uint64_t min_entered;           /* the least entered of the others, last read */
+  int cma;                        /* every rank may read every other's memory (process_vm_readv) */
+  pid_t *pid;                     /* process of each rank, as its lane proved it (cma only) */
 } nx_cseg;
 
 /* Above what a rank may publish in its buffer (nx_cseg_slot), collectives
@@ -128,6 +170,10 @@ static inline uint8_t *nx_cseg_buf(const nx_cseg *s, uint32_t r, uint64_t seq) {
   return s->data + ((size_t)r * 2 + (seq & 1)) * s->slot;
 }
 
+static inline nx_cseg_bent *nx_cseg_bentry(const nx_cseg *s, uint32_t r, uint64_t seq) {
+  return (nx_cseg_bent *)s->bring + (size_t)r * NX_CSEG_BDEPTH + seq % NX_CSEG_BDEPTH;
+}
+
 /* Rank 0: a new sealed segment for n ranks; *fd to offer to the others
  * (closed by the caller). 0 or NOMEM/IO. */
 int nx_cseg_create(uint64_t comm_id, uint32_t n, uint64_t attempt, int *fd, nx_cseg **out);
@@ -144,18 +190,26 @@ void nx_cseg_free(nx_cseg *s);
 void nx_cseg_arrive(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig);
 void nx_cseg_mark_msg(nx_cseg *s, uint64_t seq);
 void nx_cseg_enter(nx_cseg *s, uint64_t seq);
+/* Root: broadcast seq (len <= NX_CSEG_BCAST_MAX bytes) into our entry of
+ * it, which the caller made sure every reader is done with. */
+void nx_cseg_bpublish(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig, const void *data,
+                      size_t len);
 
-/* What rank r's arrive[p] and msg say about sequence seq: 0 not yet, 1
- * arrived, 2 it went past seq on the message path without arriving (a
- * mismatch), NEXAR_ERR_PROTOCOL impossible. */
-int nx_cseg_arrival(uint64_t arrive, uint64_t msg, uint64_t seq);
+/* What rank r's words say about sequence seq, pure: 0 not yet, 1 arrived,
+ * 2 it took seq another way (msg: the message path; entered past seq: it
+ * left seq without arriving, a broadcast ring or a failure), a mismatch;
+ * NEXAR_ERR_PROTOCOL impossible (an arrival at a sequence it has not
+ * begun). entered0 is read before arrive, entered1 after it (a rank stores
+ * entered before it arrives, and arrives before it begins the next). */
+int nx_cseg_arrival(uint64_t arrive, uint64_t msg, uint64_t entered0, uint64_t entered1,
+                    uint64_t seq);
 
-/* What a rank's words say of an earlier sequence k we did not wait for,
- * pure: 0 not final yet (it has not begun k + 1), 1 it arrived at k (compare
- * its signature), 2 it took k by messages, 3 it left k without either (it
- * failed or refused it), 4 its slot of k is reused (it is past k + 2: what
- * it found of k it told us through the failure it sent). */
-int nx_cseg_past(uint64_t arrive, uint64_t msg, uint64_t entered, uint64_t k);
+/* What root's entry of broadcast seq says, the same way: 1 it holds seq, 2
+ * the root took seq another way (it arrived on the buffers, took messages,
+ * or left seq without writing the entry), 0 not yet, PROTOCOL a value the
+ * root cannot have written (a broadcast it has not begun). */
+int nx_cseg_bentry_state(uint64_t held, uint64_t arrive, uint64_t msg, uint64_t entered0,
+                         uint64_t entered1, uint64_t seq);
 
 /* Waits until pred(arg, &who) returns non-zero (1 ready, < 0 an error that
  * ends the wait), driving the engine like a request wait, for collective k.

@@ -13,7 +13,7 @@
  * 2048 (tail, then head one cache line on), data from 4096, two rings of
  * equal size.
  * coll: the communicators' collective segments ("/memfd:nexar-cseg",
- * runtime/cseg.h): every rank's four arrival words (control blocks of 256 bytes
+ * runtime/cseg.h): every rank's four arrival words (control blocks of 320 bytes
  * from 4096, the rank count at byte 24 of the header) claim a sequence far
  * ahead, which no rank that follows the protocol can write.
  * Exit 0 having forged at least one segment, 77 if none could be opened (not
@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CTL 256 /* sizeof(nx_cseg_ctl), as cseg.c asserts */
+#define CTL 320 /* sizeof(nx_cseg_ctl), as cseg.c asserts */
 
 static double now_ms(void) {
   struct timespec ts;

@@ -89,11 +89,23 @@ static void nowait_mismatches(nexar_client *c, uint32_t me, int32_t *a) {
     FAIL("root of broadcasts of 4 against 5: %s", nexar_strerror(rc));
   if (me != 0 && rc != NEXAR_ERR_MISMATCH) FAIL("broadcast 5 against 4: %s", nexar_strerror(rc));
   after_late(c, me, me == 0 && !rc, a, "broadcast counts");
+  /* A small broadcast's readers read their root's entry alone: those that
+   * name rank 1, as rank 1 does, may return; the roots find it (rank 0's
+   * entry has none of their bits, rank 1's lacks rank 0's) before they
+   * arrive at the next collective, which thus fails on every rank. */
   rc = nexar_broadcast(c, a, 4, NEXAR_I32, me == 0 ? 0 : 1);
+  if (rc && rc != NEXAR_ERR_MISMATCH)
+    FAIL("rank %u in broadcasts from roots 0 and 1: %s", me, nexar_strerror(rc));
+  after_late(c, me, !rc, a, "broadcast roots");
+  /* above the ring's size every rank reads every signature: the readers at
+   * once (the two roots may not wait: late) */
+  int32_t *big = calloc(NX_CSEG_BCAST_MAX, sizeof *big);
+  rc = nexar_broadcast(c, big, NX_CSEG_BCAST_MAX, NEXAR_I32, me == 0 ? 0 : 1);
+  free(big);
   if (me <= 1 && rc && rc != NEXAR_ERR_MISMATCH)
     FAIL("rank %u calling itself the root: %s", me, nexar_strerror(rc));
   if (me > 1 && rc != NEXAR_ERR_MISMATCH) FAIL("broadcast roots 0 and 1: %s", nexar_strerror(rc));
-  after_late(c, me, me <= 1 && !rc, a, "broadcast roots");
+  after_late(c, me, me <= 1 && !rc, a, "broadcast roots (buffers)");
   nexar_request *q = NULL;
   if (me == 0) {
     rc = nexar_broadcast(c, a, 4, NEXAR_I32, 0);

@@ -30,10 +30,11 @@
  *     rank R: faults N
  *   (segments mapped whole at set-up take none; the script judges).
  * coll: every rank runs blocking all_reduce of 16 floats (the communicator's
- *   shared-memory segment), and every other call a broadcast or all_gather
- *   too large for its buffers (single copy), in a loop, checked exactly,
- *   until one fails (a
- *   rank killed, a third process writing into the segment), then prints
+ *   shared-memory segment), every other call a broadcast or all_gather too
+ *   large for its buffers (single copy), and between those bursts of 64
+ *   small broadcasts (the root's ring), in a loop, checked exactly, until
+ *   one fails (a rank killed, a third process writing into the segment),
+ *   then prints
  *     rank R: all_reduce #K failed with CODE at U: why
  *   Exit 0 (the script judges), 4 if a result was wrong, 2 after 20 s.
  */
@@ -284,6 +285,20 @@ static void coll_mode(nexar_client *c) {
         for (uint32_t i = 0; i < BIG; i++)
           if (all[(size_t)r * BIG + i] != (float)(r * 7 + i % 1000 + add))
             DIE(4, "%s #%zu rank %u element %u is %g", op, k, r, i, all[(size_t)r * BIG + i]);
+    } else if (k % 4 == 2) {
+      /* a burst of small broadcasts through the root's ring (its root runs
+       * ahead of its readers) */
+      op = "small broadcast";
+      uint32_t root = (uint32_t)(k / 4 % W);
+      rc = 0;
+      for (uint32_t b = 0; !rc && b < 64; b++) {
+        for (int i = 0; i < 16; i++)
+          v[i] = me == root ? (float)(root + b + (uint32_t)i + add) : -1.0f;
+        rc = nexar_broadcast(c, v, 16, NEXAR_F32, root);
+        for (int i = 0; !rc && i < 16; i++)
+          if (v[i] != (float)(root + b + (uint32_t)i + add))
+            DIE(4, "%s #%zu.%u element %d is %g", op, k, b, i, v[i]);
+      }
     } else {
       for (int i = 0; i < 16; i++)
         v[i] = (float)(me + (uint32_t)i + add);
