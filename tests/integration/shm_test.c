@@ -89,6 +89,21 @@ static void nowait_mismatches(nexar_client *c, uint32_t me, int32_t *a) {
     FAIL("root of broadcasts of 4 against 5: %s", nexar_strerror(rc));
   if (me != 0 && rc != NEXAR_ERR_MISMATCH) FAIL("broadcast 5 against 4: %s", nexar_strerror(rc));
   after_late(c, me, me == 0 && !rc, a, "broadcast counts");
+  /* the same with a non-blocking collective (the message path) between: the
+   * root's check stays due across it (it used to be dropped there, and the
+   * mismatch went unreported at the root) */
+  rc = nexar_broadcast(c, a, me == 0 ? 4 : 5, NEXAR_I32, 0);
+  if (me == 0 && rc && rc != NEXAR_ERR_MISMATCH)
+    FAIL("root of broadcasts of 4 against 5 (then non-blocking): %s", nexar_strerror(rc));
+  if (me != 0 && rc != NEXAR_ERR_MISMATCH)
+    FAIL("broadcast 5 against 4 (then non-blocking): %s", nexar_strerror(rc));
+  int late = me == 0 && !rc;
+  nexar_request *nq = NULL;
+  int32_t one = 1;
+  if ((rc = nexar_all_reduce_nb(c, &one, 1, NEXAR_I32, NEXAR_SUM, &nq)) == 0) rc = nexar_wait(nq);
+  if (rc || one != (int32_t)W)
+    FAIL("non-blocking all_reduce after a broadcast mismatch: %s", nexar_strerror(rc));
+  after_late(c, me, late, a, "broadcast counts, then non-blocking");
   /* A small broadcast's readers read their root's entry alone: those that
    * name rank 1, as rank 1 does, may return; the roots find it (rank 0's
    * entry has none of their bits, rank 1's lacks rank 0's) before they
