@@ -204,6 +204,50 @@ static void chunks(nexar_client *c, uint32_t me) {
   free(a);
 }
 
+/* Small broadcasts through their root's ring (cseg.h, nx_cseg_bent): sizes
+ * around NX_CSEG_BCAST_MAX in several element sizes, every root; then
+ * three times the ring's depth from one root, with one reader asleep for a
+ * while (the root fills the ring and waits for it to drain), then roots
+ * changing every call with an all_reduce now and then, all checked exactly. */
+static void bcast_ring(nexar_client *c, uint32_t me) {
+  const nexar_dtype dts[] = {NEXAR_U8, NEXAR_I32, NEXAR_F64};
+  uint8_t *a = malloc(NX_CSEG_BCAST_MAX + 64);
+  for (size_t d = 0; d < sizeof dts / sizeof *dts; d++) {
+    size_t es = nexar_dtype_size(dts[d]), lim = NX_CSEG_BCAST_MAX / es;
+    const size_t counts[] = {1, 2, lim / 2 + 1, lim - 1, lim, lim + 1};
+    for (size_t k = 0; k < sizeof counts / sizeof *counts; k++)
+      for (uint32_t root = 0; root < W; root++) {
+        size_t n = counts[k] * es;
+        for (size_t i = 0; i < n; i++)
+          a[i] = me == root ? (uint8_t)(root * 31 + k * 7 + i) : 0xee;
+        if (nexar_broadcast(c, a, counts[k], dts[d], root))
+          FAIL("ring broadcast of %zu x %zu bytes from %u", counts[k], es, root);
+        for (size_t i = 0; i < n; i++)
+          if (a[i] != (uint8_t)(root * 31 + k * 7 + i))
+            FAIL("ring broadcast of %zu x %zu bytes from %u: byte %zu", counts[k], es, root, i);
+      }
+  }
+  uint32_t sleeper = W - 1;
+  for (uint32_t b = 0; b < 3 * NX_CSEG_BDEPTH; b++) {
+    if (me == sleeper && b == NX_CSEG_BDEPTH / 2) usleep(50000);
+    uint64_t v = me == 0 ? 0x5151000000ull + b : 0;
+    if (nexar_broadcast(c, &v, 1, NEXAR_U64, 0)) FAIL("ring broadcast burst #%u", b);
+    if (v != 0x5151000000ull + b) FAIL("ring broadcast burst #%u: %llx", b, (unsigned long long)v);
+  }
+  for (uint32_t b = 0; b < 2 * NX_CSEG_BDEPTH; b++) {
+    uint32_t root = (b * 7) % W;
+    uint32_t v = me == root ? 0xabc00000u + b : 0;
+    if (nexar_broadcast(c, &v, 1, NEXAR_U32, root)) FAIL("ring broadcast #%u from %u", b, root);
+    if (v != 0xabc00000u + b) FAIL("ring broadcast #%u from %u: %x", b, root, v);
+    if (b % 37 == 0) {
+      int32_t one = 1;
+      if (nexar_all_reduce(c, &one, 1, NEXAR_I32, NEXAR_SUM) || one != (int32_t)W)
+        FAIL("all_reduce between ring broadcasts");
+    }
+  }
+  free(a);
+}
+
 /* The communicator's collective segment: every blocking collective at
  * sizes around what one rank may publish (nx_cseg_slot: above it they take
  * messages), checked exactly, with a non-blocking all_reduce in flight
@@ -293,6 +337,7 @@ static void segment(nexar_client *c, uint32_t me) {
   if (nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM)) FAIL("all_reduce after the mismatches");
   chunks(c, me);
   same_bits(c, me);
+  bcast_ring(c, me);
   nowait_mismatches(c, me, a);
   free(a);
   free(b);
