@@ -3,7 +3,7 @@
  * libnexar rank (shm_proc_test.sh): what a process of the same user, or root,
  * could do to the rings.
  *
- *   shm_forger PID MS [ring|coll]
+ *   shm_forger PID MS [ring|coll|bcast]
  *
  * ring (default): finds PID's mappings of "/memfd:nexar-shm" (/proc/PID/maps),
  * opens each through /proc/PID/map_files (root only) and, for MS
@@ -12,6 +12,9 @@
  * malformed record. Layout as in runtime/shm.c: control blocks at 1024 and
  * 2048 (tail, then head one cache line on), data from 4096, two rings of
  * equal size.
+ * bcast: the same segments' small-broadcast entries (after the data
+ * buffers: BDEPTH entries of BENT bytes per rank): every entry's sequence
+ * word claims a broadcast far ahead, which no root can have begun.
  * coll: the communicators' collective segments ("/memfd:nexar-cseg",
  * runtime/cseg.h): every rank's four arrival words (control blocks of 320 bytes
  * from 4096, the rank count at byte 24 of the header) claim a sequence far
@@ -28,7 +31,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CTL 320 /* sizeof(nx_cseg_ctl), as cseg.c asserts */
+#define CTL 320    /* sizeof(nx_cseg_ctl), as cseg.c asserts */
+#define BENT 1152  /* sizeof(nx_cseg_bent) */
+#define BDEPTH 128 /* NX_CSEG_BDEPTH */
 
 static double now_ms(void) {
   struct timespec ts;
@@ -38,7 +43,8 @@ static double now_ms(void) {
 
 int main(int argc, char **argv) {
   if (argc != 3 && argc != 4) return 64;
-  int coll = argc == 4 && !strcmp(argv[3], "coll");
+  int bcast = argc == 4 && !strcmp(argv[3], "bcast");
+  int coll = bcast || (argc == 4 && !strcmp(argv[3], "coll"));
   const char *name = coll ? "/memfd:nexar-cseg" : "/memfd:nexar-shm";
   char path[128];
   snprintf(path, sizeof path, "/proc/%s/maps", argv[1]);
@@ -68,8 +74,16 @@ int main(int argc, char **argv) {
   while (now_ms() - t0 < ms) {
     for (size_t i = 0; i < n; i++) {
       if (coll) {
-        uint32_t ranks;
+        uint32_t ranks, slot;
         memcpy(&ranks, seg[i] + 24, sizeof ranks);
+        memcpy(&slot, seg[i] + 28, sizeof slot);
+        if (bcast) { /* every broadcast entry's sequence word */
+          size_t at =
+              4096 + (((size_t)ranks * CTL + 4095) & ~(size_t)4095) + (size_t)ranks * 2 * slot;
+          for (size_t e = 0; e < (size_t)ranks * BDEPTH && at + (e + 1) * BENT <= len[i]; e++)
+            *(volatile uint64_t *)(seg[i] + at + e * BENT) = 1ull << 40;
+          continue;
+        }
         for (uint32_t r = 0; r < ranks && 4096 + (r + 1) * CTL <= len[i]; r++) {
           volatile uint64_t *arrive = (volatile uint64_t *)(seg[i] + 4096 + CTL * r);
           arrive[0] = arrive[1] = arrive[2] = arrive[3] = 1ull << 40;

@@ -151,6 +151,27 @@ if start 3 coll; then
     grep -h 'failed with' "$D"/w0 "$D"/w1 "$D"/w2 | cut -c1-160 | sed 's/^/    /'
   fi
 fi
+echo "=== coll_forge_ring: a third process writes impossible sequences into the small-broadcast entries"
+if start 3 coll; then
+  sleep 0.3
+  "$FORGER" "$(pid_of 1)" 500 bcast
+  frc=$?
+  for i in 0 1 2; do
+    wait "${W[$i]}"
+    rc=$?
+    [ $rc = 0 ] || { echo "FAIL coll_forge_ring: rank $i exit $rc"; grep -v DEBUG "$D/w$i" | tail -5; FAILED=1; }
+  done
+  if [ $frc = 77 ]; then
+    echo "skip coll_forge_ring: the segment could not be opened from outside (not root)"
+  elif [ $frc != 0 ]; then
+    echo "FAIL coll_forge_ring: forger exit $frc"; FAILED=1
+  elif ! grep -q "small broadcast .*failed with PROTOCOL .*impossible sequence" "$D"/w0 "$D"/w1 "$D"/w2; then
+    echo "FAIL coll_forge_ring: no reader refused the forged entries"
+    grep -h 'failed with' "$D"/w0 "$D"/w1 "$D"/w2 | cut -c1-200; FAILED=1
+  else
+    grep -h 'failed with' "$D"/w0 "$D"/w1 "$D"/w2 | cut -c1-160 | sed 's/^/    /'
+  fi
+fi
 unset NEXAR_DEBUG
 
 # bind_check MODE: 2 ranks; with a CPU each (auto, as core), their main
