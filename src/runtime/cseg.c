@@ -152,9 +152,14 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
   return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
 }
 
+/* After a seq_cst store of the word it announces. A sleeper counts itself
+ * in sleepers, then (fence) reads the words: either we see it counted, or
+ * it sees our store and does not sleep; so with nobody counted there is
+ * nothing to do (no read-modify-write on the common path). */
 static void bell(nx_cseg_ctl *me) {
-  atomic_fetch_add(&me->gen, 1); /* seq_cst: after the store it announces */
-  if (atomic_load(&me->sleepers)) futex(&me->gen, FUTEX_WAKE, INT_MAX, NULL);
+  if (!atomic_load(&me->sleepers)) return;
+  atomic_fetch_add(&me->gen, 1);
+  futex(&me->gen, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 void nx_cseg_arrive(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig) {
@@ -212,7 +217,7 @@ void nx_cseg_bpublish(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig, const vo
   e->sig = *sig;
   if (len) memcpy(e->data, data, len);
   s->bheld[seq % NX_CSEG_BDEPTH] = seq + 1;
-  atomic_store_explicit(&e->seq, seq + 1, memory_order_release);
+  atomic_store(&e->seq, seq + 1); /* seq_cst, as bell needs */
   bell(&s->ctl[s->me]);
 }
 
@@ -256,6 +261,7 @@ int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), 
     } else { /* sleep on the doorbell of the rank we wait for (1 ms at most) */
       nx_cseg_ctl *w = &s->ctl[who < s->n ? who : 0];
       atomic_fetch_add(&w->sleepers, 1);
+      atomic_thread_fence(memory_order_seq_cst); /* before pred's loads (see bell) */
       uint32_t g = atomic_load(&w->gen);
       if (!(rc = pred(arg, &who))) {
         struct timespec ts = {0, 1000000};

@@ -53,9 +53,10 @@
  * address is only read with process_vm_readv from the process the lane
  * proved for that rank: a forged one reads that process or fails (PROTOCOL).
  *
- * Waking: a writer bumps its `gen` after every store to arrive or done and
- * wakes futex sleepers on it; waiters spin (or yield, with more ranks than
- * CPUs) first, like request waits. */
+ * Waking: after every store a waiter may sleep on (arrive, msg, entered,
+ * left, a broadcast entry) a writer with sleepers counted bumps its `gen`
+ * and wakes them on it; waiters spin (or yield, with more ranks than CPUs)
+ * first, like request waits. */
 #ifndef NX_RUNTIME_CSEG_H
 #define NX_RUNTIME_CSEG_H
 
