@@ -97,7 +97,15 @@ size_t nx_segcoll_chunk(const nx_job *j) {
  * of 3 against the message path's pipelined ring): 4 MiB 0.77 ms instead
  * of 1.5, 64 MiB 14 ms instead of 26 (2 MiB the same). Pure. */
 static int chunks(const nx_job *j, uint32_t n) {
-  if (n > NX_CSEG_CHUNK_RANKS || j->es > chunk_bytes(n)) return 0;
+  if (j->es > chunk_bytes(n)) return 0;
+  /* A broadcast, any n: the root writes each chunk once (running up to two
+   * ahead: nowait), each reader copies it out while the root writes the
+   * next. process_vm_readv (single copy) pins every page it reads and moved
+   * 1 MiB in 112 us here, memcpy in 26; measured with nexar-perf broadcast
+   * --procs (see README) this beats single copy at every size above a
+   * buffer. */
+  if (j->kind == NX_COLL_BROADCAST) return nx_algo_force_broadcast < 0;
+  if (n > NX_CSEG_CHUNK_RANKS) return 0;
   if (j->kind == NX_COLL_ALL_REDUCE) return nx_algo_force_allreduce < 0;
   return j->kind == NX_COLL_REDUCE;
 }
@@ -108,8 +116,8 @@ int nx_segcoll_eligible(const nx_job *j) {
   if (j->kind == NX_COLL_BROADCAST && nx_algo_force_broadcast < 0 &&
       c->size <= NX_CSEG_BCAST_RANKS && j->count * j->es <= NX_CSEG_BCAST_MAX)
     return NX_SEG_BCAST;
-  if (single_copy(j, c->cseg)) return NX_SEG_SINGLE; /* any size */
   if (j->count * j->es > chunk_bytes(c->size) && chunks(j, c->size)) return NX_SEG_CHUNKS;
+  if (single_copy(j, c->cseg)) return NX_SEG_SINGLE; /* any size */
   /* the largest contribution of any rank decides, so all ranks agree */
   size_t most = published(j, c->size, 1);
   if (most == SIZE_MAX || most > nx_cseg_slot(c->size)) return NX_SEG_NONE;
