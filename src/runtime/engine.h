@@ -456,6 +456,10 @@ int nx_lane_deliver_fd_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid, 
 void *nx_shm_map(int fd, size_t size, int populate);
 void nx_shm_unmap(void *base);
 #define NX_SHM_RING (2u << 20) /* data bytes per direction */
+/* Point-to-point to a same-host peer up to this size goes by the ring (two
+ * copies); above, by the single-copy rendezvous. process_vm_readv pins every
+ * page it reads: here it moved 1 MiB in 112 us, two memcpys take about 52. */
+#define NX_SHM_EAGER_MAX (1u << 20)
 /* Up to this many ranks in the world, point-to-point segments are backed
  * and mapped whole when they are set up (shm.c): 4 MiB per pair of ranks,
  * 112 MiB on a host of 8. */

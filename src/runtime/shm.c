@@ -1,5 +1,5 @@
 /* Same-host shared-memory link: per-pair SPSC rings (core/ring.h) in one
- * memfd segment, for point-to-point messages up to NX_EAGER_MAX (and the
+ * memfd segment, for point-to-point messages up to NX_SHM_EAGER_MAX (and the
  * descriptors of larger ones, which keep the single-copy rendezvous) and
  * collective frames up to NX_RNDV_COLL_MIN.
  *
@@ -55,7 +55,8 @@
 #define SHM_DATA 4096u
 #define SHM_SIZE (SHM_DATA + 2ull * NX_SHM_RING)
 _Static_assert(sizeof(nx_ring_ctl) <= 1024, "control block fits its slot");
-_Static_assert(NX_SHM_RING >= 2 * (NX_EAGER_MAX + 4096), "an eager message fits twice");
+_Static_assert(NX_SHM_RING >= NX_SHM_EAGER_MAX + NX_EAGER_MAX + 8192,
+               "the largest eager message and an ordinary one fit together");
 
 typedef struct shm_seg_hdr {
   uint64_t magic;
@@ -364,7 +365,7 @@ int nx_shm_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iov
     if (rc == 1) return 0; /* full: the lane or QUIC takes it */
   } else if (f->kind == NX_KIND_P2P) {
     if (!p2p_switch(ep, s)) return 0;
-    int eager = len <= NX_EAGER_MAX || !req;
+    int eager = len <= NX_SHM_EAGER_MAX || !req;
     if (eager && req && s->bl_bytes + len > NX_EAGER_QUEUE_MAX) eager = 0;
     if (!eager) { /* the descriptor comes back through nx_shm_send_desc_locked */
       int t = nx_rndv_send_locked(ep, p, f, iov, niov, len, req);
@@ -393,7 +394,8 @@ int nx_shm_send_now_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar
                            size_t niov, uint64_t len) {
   /* what nx_shm_send_locked would do at once for an eager message, and
    * nothing else: a backlog, a full ring or a rendezvous needs a request */
-  if (!usable(p) || f->kind != NX_KIND_P2P || !p->shm->p2p || p->shm->bl_head || len > NX_EAGER_MAX)
+  if (!usable(p) || f->kind != NX_KIND_P2P || !p->shm->p2p || p->shm->bl_head ||
+      len > NX_SHM_EAGER_MAX)
     return 0;
   uint8_t hdr[NX_FRAME_HDR_LEN];
   nx_frame_encode(f, hdr);

@@ -40,9 +40,10 @@ static pthread_barrier_t g_bar;
     _exit(1); /* the other ranks would wait at a barrier for this one */                           \
   } while (0)
 
-static const size_t SIZES[] = {0,        1,     8,      4095,   4096,   32767,  32768,
-                               32769,    65536, 262143, 262144, 262145, 300000, 1u << 20,
-                               2u << 20, 3000,  100000, 200000, 5,      250000};
+static const size_t SIZES[] = {
+    0,      1,      8,      4095,   4096,           32767,         32768,    32769,
+    65536,  262143, 262144, 262145, 300000,         1u << 20,      2u << 20, 3000,
+    100000, 200000, 5,      250000, (1u << 20) - 1, (1u << 20) + 1};
 #define NS (sizeof SIZES / sizeof SIZES[0])
 #define ROUNDS 3
 

@@ -54,9 +54,10 @@ static uint8_t pat(uint32_t from, size_t k, size_t i) {
   return (uint8_t)(from * 31u + k * 7u + i);
 }
 
-static const size_t SIZES[] = {0,        1,     8,      4095,   4096,   32767,  32768,
-                               32769,    65536, 262143, 262144, 262145, 300000, 1u << 20,
-                               2u << 20, 3000,  100000, 200000, 5,      250000};
+static const size_t SIZES[] = {
+    0,      1,      8,      4095,   4096,           32767,         32768,    32769,
+    65536,  262143, 262144, 262145, 300000,         1u << 20,      2u << 20, 3000,
+    100000, 200000, 5,      250000, (1u << 20) - 1, (1u << 20) + 1};
 #define NS (sizeof SIZES / sizeof SIZES[0])
 
 #define DIE(code, ...)                                                                             \
