@@ -89,7 +89,10 @@ static size_t chunk_bytes(uint32_t n) {
 }
 
 size_t nx_segcoll_chunk(const nx_job *j) {
-  return chunk_bytes(j->c->size) / j->es;
+  uint32_t n = j->c->size;
+  /* all_to_all publishes a chunk for every rank */
+  size_t b = j->kind == NX_COLL_ALL_TO_ALL ? nx_cseg_slot(n) / n : chunk_bytes(n);
+  return b / j->es;
 }
 
 /* A reduction larger than the buffers, cut into collectives of a buffer
@@ -97,7 +100,12 @@ size_t nx_segcoll_chunk(const nx_job *j) {
  * of 3 against the message path's pipelined ring): 4 MiB 0.77 ms instead
  * of 1.5, 64 MiB 14 ms instead of 26 (2 MiB the same). Pure. */
 static int chunks(const nx_job *j, uint32_t n) {
-  if (j->es > chunk_bytes(n)) return 0;
+  if (j->es > chunk_bytes(n) || (j->kind == NX_COLL_ALL_TO_ALL && j->es > nx_cseg_slot(n) / n))
+    return 0;
+  /* all_gather and all_to_all likewise, each chunk read by every rank from
+   * every rank, as single copy reads it (same bytes, memcpy's speed) */
+  if (j->kind == NX_COLL_ALL_GATHER) return nx_algo_force_allgather < 0;
+  if (j->kind == NX_COLL_ALL_TO_ALL) return 1;
   /* A broadcast, any n: the root writes each chunk once (running up to two
    * ahead: nowait), each reader copies it out while the root writes the
    * next. process_vm_readv (single copy) pins every page it reads and moved
@@ -116,7 +124,12 @@ int nx_segcoll_eligible(const nx_job *j) {
   if (j->kind == NX_COLL_BROADCAST && nx_algo_force_broadcast < 0 &&
       c->size <= NX_CSEG_BCAST_RANKS && j->count * j->es <= NX_CSEG_BCAST_MAX)
     return NX_SEG_BCAST;
-  if (j->count * j->es > chunk_bytes(c->size) && chunks(j, c->size)) return NX_SEG_CHUNKS;
+  if (published(j, c->size, 1) != SIZE_MAX && published(j, c->size, 1) > nx_cseg_slot(c->size) &&
+      chunks(j, c->size))
+    return NX_SEG_CHUNKS;
+  if (j->count * j->es > chunk_bytes(c->size) && chunks(j, c->size) &&
+      (j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE))
+    return NX_SEG_CHUNKS;
   if (single_copy(j, c->cseg)) return NX_SEG_SINGLE; /* any size */
   /* the largest contribution of any rank decides, so all ranks agree */
   size_t most = published(j, c->size, 1);
@@ -557,7 +570,7 @@ static void compute(const segop *o) {
   nx_job *j = o->j;
   nx_cseg *s = o->s;
   uint32_t n = s->n, me = s->me;
-  size_t blk = j->count * j->es;
+  size_t blk = j->count * j->es, st = j->stride ? j->stride : blk;
   char *recv = j->recv;
   switch (j->kind) {
   case NX_COLL_ALL_REDUCE:
@@ -576,21 +589,36 @@ static void compute(const segop *o) {
   case NX_COLL_GATHER:
     if (j->kind == NX_COLL_GATHER && me != j->root) break;
     for (uint32_t r = 0; r < n; r++) /* our own block from send, unless in place */
-      if (r != me || j->send != recv + (size_t)r * blk)
-        memmove(recv + (size_t)r * blk, r == me ? j->send : nx_cseg_buf(s, r, o->seq), blk);
+      if (r != me || j->send != recv + (size_t)r * st)
+        memmove(recv + (size_t)r * st, r == me ? j->send : nx_cseg_buf(s, r, o->seq), blk);
     break;
   case NX_COLL_SCATTER:
     memmove(recv, nx_cseg_buf(s, j->root, o->seq) + (size_t)me * blk, blk);
     break;
   case NX_COLL_ALL_TO_ALL: /* send and recv never overlap (validated) */
     for (uint32_t r = 0; r < n; r++)
-      memcpy(recv + (size_t)r * blk,
-             (r == me ? (const uint8_t *)j->send : nx_cseg_buf(s, r, o->seq)) + (size_t)me * blk,
+      memcpy(recv + (size_t)r * st,
+             r == me ? (const uint8_t *)j->send + (size_t)me * st
+                     : nx_cseg_buf(s, r, o->seq) + (size_t)me * blk,
              blk);
     break;
   default:
     break;
   }
+}
+
+/* What we publish in our buffer: all_to_all's blocks for every rank
+ * packed (they are j->stride apart in send when in chunks). */
+static void publish(const segop *o, const void *src, size_t pub) {
+  nx_job *j = o->j;
+  uint8_t *to = nx_cseg_buf(o->s, o->s->me, o->seq);
+  if (j->kind != NX_COLL_ALL_TO_ALL || !j->stride) {
+    memcpy(to, src, pub);
+    return;
+  }
+  size_t blk = j->count * j->es;
+  for (uint32_t r = 0; r < o->s->n; r++)
+    memcpy(to + (size_t)r * blk, (const uint8_t *)src + (size_t)r * j->stride, blk);
 }
 
 /* Single copy, once every rank arrived with matching signatures: read,
@@ -641,7 +669,7 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
   if (o.cma) /* where the others read it (published by the arrival) */
     o.s->ctl[c->rank].addr[o.seq % NX_CSEG_RING] = (uint64_t)(uintptr_t)src;
   else if (pub)
-    memcpy(nx_cseg_buf(o.s, c->rank, o.seq), src, pub);
+    publish(&o, src, pub);
   nx_cseg_arrive(o.s, o.seq, &o.sig);
   if (j->seg_nowait) { /* its readers check our signature and set their bits */
     push_pending(o.s, o.seq, &o.s->ctl[c->rank].ack[o.seq % NX_CSEG_RING]);
