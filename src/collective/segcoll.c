@@ -89,10 +89,7 @@ static size_t chunk_bytes(uint32_t n) {
 }
 
 size_t nx_segcoll_chunk(const nx_job *j) {
-  uint32_t n = j->c->size;
-  /* all_to_all publishes a chunk for every rank */
-  size_t b = j->kind == NX_COLL_ALL_TO_ALL ? nx_cseg_slot(n) / n : chunk_bytes(n);
-  return b / j->es;
+  return chunk_bytes(j->c->size) / j->es;
 }
 
 /* A reduction larger than the buffers, cut into collectives of a buffer
@@ -100,12 +97,17 @@ size_t nx_segcoll_chunk(const nx_job *j) {
  * of 3 against the message path's pipelined ring): 4 MiB 0.77 ms instead
  * of 1.5, 64 MiB 14 ms instead of 26 (2 MiB the same). Pure. */
 static int chunks(const nx_job *j, uint32_t n) {
-  if (j->es > chunk_bytes(n) || (j->kind == NX_COLL_ALL_TO_ALL && j->es > nx_cseg_slot(n) / n))
-    return 0;
-  /* all_gather and all_to_all likewise, each chunk read by every rank from
-   * every rank, as single copy reads it (same bytes, memcpy's speed) */
-  if (j->kind == NX_COLL_ALL_GATHER) return nx_algo_force_allgather < 0;
-  if (j->kind == NX_COLL_ALL_TO_ALL) return 1;
+  if (j->es > chunk_bytes(n)) return 0;
+  /* all_gather likewise, each chunk read by every rank from every rank, as
+   * single copy reads it, up to NX_CSEG_GATHER_CHUNKS buffers a rank:
+   * measured at n = 2 (alternating runs), 4 MiB in all 286 -> 165 us; at
+   * 16 and 64 MiB two copies through the segment and one by
+   * process_vm_readv were within noise of each other, the data no longer in
+   * cache. (all_to_all in chunks of slot / n per destination measured no
+   * faster at 4 or 64 MiB: it keeps single copy.) */
+  if (j->kind == NX_COLL_ALL_GATHER)
+    return nx_algo_force_allgather < 0 &&
+           j->count * j->es <= NX_CSEG_GATHER_CHUNKS * chunk_bytes(n);
   /* A broadcast, any n: the root writes each chunk once (running up to two
    * ahead: nowait), each reader copies it out while the root writes the
    * next. process_vm_readv (single copy) pins every page it reads and moved
@@ -597,28 +599,13 @@ static void compute(const segop *o) {
     break;
   case NX_COLL_ALL_TO_ALL: /* send and recv never overlap (validated) */
     for (uint32_t r = 0; r < n; r++)
-      memcpy(recv + (size_t)r * st,
-             r == me ? (const uint8_t *)j->send + (size_t)me * st
-                     : nx_cseg_buf(s, r, o->seq) + (size_t)me * blk,
+      memcpy(recv + (size_t)r * blk,
+             (r == me ? (const uint8_t *)j->send : nx_cseg_buf(s, r, o->seq)) + (size_t)me * blk,
              blk);
     break;
   default:
     break;
   }
-}
-
-/* What we publish in our buffer: all_to_all's blocks for every rank
- * packed (they are j->stride apart in send when in chunks). */
-static void publish(const segop *o, const void *src, size_t pub) {
-  nx_job *j = o->j;
-  uint8_t *to = nx_cseg_buf(o->s, o->s->me, o->seq);
-  if (j->kind != NX_COLL_ALL_TO_ALL || !j->stride) {
-    memcpy(to, src, pub);
-    return;
-  }
-  size_t blk = j->count * j->es;
-  for (uint32_t r = 0; r < o->s->n; r++)
-    memcpy(to + (size_t)r * blk, (const uint8_t *)src + (size_t)r * j->stride, blk);
 }
 
 /* Single copy, once every rank arrived with matching signatures: read,
@@ -669,7 +656,7 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
   if (o.cma) /* where the others read it (published by the arrival) */
     o.s->ctl[c->rank].addr[o.seq % NX_CSEG_RING] = (uint64_t)(uintptr_t)src;
   else if (pub)
-    publish(&o, src, pub);
+    memcpy(nx_cseg_buf(o.s, c->rank, o.seq), src, pub);
   nx_cseg_arrive(o.s, o.seq, &o.sig);
   if (j->seg_nowait) { /* its readers check our signature and set their bits */
     push_pending(o.s, o.seq, &o.s->ctl[c->rank].ack[o.seq % NX_CSEG_RING]);

@@ -83,6 +83,9 @@ static inline size_t nx_cseg_slot(uint32_t n) {
  * at n = 4, 2-32 MiB all_reduce 1.1-1.8x faster than the ring; at n = 8 as
  * fast or slower (every rank reads every rank's chunk). */
 #define NX_CSEG_CHUNK_RANKS 4u
+/* all_gather above a buffer runs in chunks up to this many buffers of a
+ * rank's block, single copy above (collective/segcoll.c says why). */
+#define NX_CSEG_GATHER_CHUNKS 4u
 
 typedef struct nx_cseg_sig {
   uint8_t op, dtype, redop, pad;

@@ -322,6 +322,19 @@ static void segment(nexar_client *c, uint32_t me) {
         if (a[r * n + i] != (int32_t)(r * 100 + me * 10000 + i)) FAIL("segment all_to_all %zu", n);
     if (nexar_barrier(c)) FAIL("segment barrier");
   }
+  if (W <= 3) { /* an all_gather above NX_CSEG_GATHER_CHUNKS buffers: single copy again */
+    size_t n = NX_CSEG_GATHER_CHUNKS * slot + 1;
+    int32_t *x = malloc(n * sizeof *x), *all = malloc(n * W * sizeof *all);
+    if (!x || !all) FAIL("out of memory");
+    for (size_t i = 0; i < n; i++)
+      x[i] = (int32_t)(me * 1000003u + i);
+    if (nexar_all_gather(c, x, all, n, NEXAR_I32)) FAIL("segment all_gather %zu", n);
+    for (uint32_t r = 0; r < W; r++)
+      for (size_t i = 0; i < n; i++)
+        if (all[r * n + i] != (int32_t)(r * 1000003u + i)) FAIL("segment all_gather %zu", n);
+    free(x);
+    free(all);
+  }
   if (nexar_wait(q)) FAIL("all_reduce_nb across the segment's collectives");
   for (int i = 0; i < 64; i++)
     if (nbv[i] != (int32_t)(3 * W * (W - 1) / 2 + W * (uint32_t)i)) FAIL("all_reduce_nb: %d", i);
