@@ -106,15 +106,13 @@ typedef struct nx_cseg_sig {
 #define NX_CSEG_BCAST_MAX 1024u
 #define NX_CSEG_BCAST_RANKS 64u
 
-/* One cache line holds the words and the first 32 data bytes: a small
- * broadcast costs its root and each reader one line (the root reads the ack
- * of the entry it is about to rewrite from the line it writes). */
 typedef struct nx_cseg_bent {
-  _Atomic uint64_t seq; /* the broadcast it holds, + 1 (after the rest) */
-  _Atomic uint64_t ack; /* a bit per reader that took it */
+  _Atomic uint64_t seq; /* the broadcast it holds, + 1 (release, after the rest) */
   nx_cseg_sig sig;
+  char pad[40];
   uint8_t data[NX_CSEG_BCAST_MAX];
-  char pad[32];
+  _Atomic uint64_t ack; /* a bit per reader that took it (its own line) */
+  char pad2[56];
 } nx_cseg_bent;
 
 typedef struct nx_cseg_ctl {

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #define CTL 320    /* sizeof(nx_cseg_ctl), as cseg.c asserts */
-#define BENT 1088  /* sizeof(nx_cseg_bent) */
+#define BENT 1152  /* sizeof(nx_cseg_bent) */
 #define BDEPTH 128 /* NX_CSEG_BDEPTH */
 
 static double now_ms(void) {
