@@ -152,15 +152,24 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
   return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
 }
 
-/* After a seq_cst store of the word it announces. A sleeper counts itself
- * in sleepers, then (fence) reads the words: either we see it counted, or
- * it sees our store and does not sleep; so with nobody counted there is
- * nothing to do (no read-modify-write on the common path). */
+/* After a release store of the word it announces. A sleeper counts itself
+ * in sleepers (a read-modify-write: seen at once), then keeps looking at the
+ * words for NX_CSEG_GRACE_NS before it sleeps. Our load of sleepers may pass
+ * our store (no fence: a seq_cst store costs a stall on the line's transfer,
+ * the largest cost of a small collective), but only while that store waits
+ * in this CPU's store buffer, which drains within far less than the grace:
+ * so either we see the sleeper counted, or it sees our store before it
+ * sleeps. Were the drain ever slower, the sleep ends within 1 ms anyway.
+ * With nobody counted there is nothing to do (no read-modify-write on the
+ * common path). */
 static void bell(nx_cseg_ctl *me) {
-  if (!atomic_load(&me->sleepers)) return;
+  if (!atomic_load_explicit(&me->sleepers, memory_order_relaxed)) return;
   atomic_fetch_add(&me->gen, 1);
   futex(&me->gen, FUTEX_WAKE, INT_MAX, NULL);
 }
+
+/* the store every waiter watches: release, see bell */
+#define announce(w, v) atomic_store_explicit(w, v, memory_order_release)
 
 void nx_cseg_arrive(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig) {
   nx_cseg_ctl *me = &s->ctl[s->me];
@@ -169,25 +178,25 @@ void nx_cseg_arrive(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig) {
   atomic_store_explicit(&me->ack[seq % NX_CSEG_RING], 0, memory_order_relaxed);
   me->sig[seq % NX_CSEG_RING] = *sig;
   s->last_arrive[seq & 1] = seq + 1;
-  atomic_store(&me->arrive[seq % NX_CSEG_RING], seq + 1);
+  announce(&me->arrive[seq % NX_CSEG_RING], seq + 1);
   bell(me);
 }
 
 void nx_cseg_mark_msg(nx_cseg *s, uint64_t seq) {
   nx_cseg_ctl *me = &s->ctl[s->me];
-  atomic_store(&me->msg, seq + 1);
+  announce(&me->msg, seq + 1);
   bell(me);
 }
 
 void nx_cseg_enter(nx_cseg *s, uint64_t seq) {
   nx_cseg_ctl *me = &s->ctl[s->me];
-  atomic_store(&me->entered, seq + 1);
+  announce(&me->entered, seq + 1);
   bell(me);
 }
 
 void nx_cseg_leave(nx_cseg *s, uint64_t seq) {
   nx_cseg_ctl *me = &s->ctl[s->me];
-  atomic_store(&me->left, seq + 1);
+  announce(&me->left, seq + 1);
   bell(me);
 }
 
@@ -217,7 +226,7 @@ void nx_cseg_bpublish(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig, const vo
   e->sig = *sig;
   if (len) memcpy(e->data, data, len);
   s->bheld[seq % NX_CSEG_BDEPTH] = seq + 1;
-  atomic_store(&e->seq, seq + 1); /* seq_cst, as bell needs */
+  announce(&e->seq, seq + 1);
   bell(&s->ctl[s->me]);
 }
 
@@ -260,10 +269,14 @@ int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), 
         nx_cpu_relax();
     } else { /* sleep on the doorbell of the rank we wait for (1 ms at most) */
       nx_cseg_ctl *w = &s->ctl[who < s->n ? who : 0];
-      atomic_fetch_add(&w->sleepers, 1);
-      atomic_thread_fence(memory_order_seq_cst); /* before pred's loads (see bell) */
+      atomic_fetch_add(&w->sleepers, 1); /* seq_cst: before pred's loads */
+      /* the grace bell relies on: a store its writer made before it could
+       * see us counted is visible by its end */
+      uint64_t grace = nx_now_ns() + NX_CSEG_GRACE_NS;
+      while (!(rc = pred(arg, &who)) && nx_now_ns() < grace)
+        yield ? sched_yield() : nx_cpu_relax();
       uint32_t g = atomic_load(&w->gen);
-      if (!(rc = pred(arg, &who))) {
+      if (!rc && !(rc = pred(arg, &who))) {
         struct timespec ts = {0, 1000000};
         futex(&w->gen, FUTEX_WAIT, g, &ts);
       }

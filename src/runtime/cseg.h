@@ -56,7 +56,9 @@
  * Waking: after every store a waiter may sleep on (arrive, msg, entered,
  * left, a broadcast entry) a writer with sleepers counted bumps its `gen`
  * and wakes them on it; waiters spin (or yield, with more ranks than CPUs)
- * first, like request waits. */
+ * first, like request waits. Those stores are release stores, without the
+ * fence a sleeper count would need: a sleeper looks for NX_CSEG_GRACE_NS
+ * more after counting itself (cseg.c, bell, says why that suffices). */
 #ifndef NX_RUNTIME_CSEG_H
 #define NX_RUNTIME_CSEG_H
 
@@ -105,6 +107,9 @@ typedef struct nx_cseg_sig {
 #define NX_CSEG_BDEPTH 128u
 #define NX_CSEG_BCAST_MAX 1024u
 #define NX_CSEG_BCAST_RANKS 64u
+/* How long a waiter that counted itself a sleeper keeps looking before it
+ * sleeps (cseg.c, bell: the writers' stores are release, not seq_cst). */
+#define NX_CSEG_GRACE_NS 5000u
 
 typedef struct nx_cseg_bent {
   _Atomic uint64_t seq; /* the broadcast it holds, + 1 (release, after the rest) */
