@@ -84,6 +84,8 @@ static int single_copy(const nx_job *j, const nx_cseg *s) {
 /* Bytes of a reduction's vector each collective of NX_SEG_CHUNKS takes:
  * a buffer, and no more than NX_CSEG_REDUCE_MAX read in all. */
 static size_t chunk_bytes(uint32_t n) {
+  /* up to NX_CSEG_CHUNK_RANKS ranks a chunk is a whole buffer (eligible) */
+  _Static_assert((1u << 20) * NX_CSEG_CHUNK_RANKS <= NX_CSEG_REDUCE_MAX, "chunk_bytes");
   size_t b = nx_cseg_slot(n);
   return b * n > NX_CSEG_REDUCE_MAX ? NX_CSEG_REDUCE_MAX / n : b;
 }
@@ -126,15 +128,12 @@ int nx_segcoll_eligible(const nx_job *j) {
   if (j->kind == NX_COLL_BROADCAST && nx_algo_force_broadcast < 0 &&
       c->size <= NX_CSEG_BCAST_RANKS && j->count * j->es <= NX_CSEG_BCAST_MAX)
     return NX_SEG_BCAST;
-  if (published(j, c->size, 1) != SIZE_MAX && published(j, c->size, 1) > nx_cseg_slot(c->size) &&
-      chunks(j, c->size))
-    return NX_SEG_CHUNKS;
-  if (j->count * j->es > chunk_bytes(c->size) && chunks(j, c->size) &&
-      (j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE))
-    return NX_SEG_CHUNKS;
+  /* (chunks() takes reductions up to NX_CSEG_CHUNK_RANKS ranks only, where
+   * chunk_bytes is the buffer: this one test covers them too) */
+  size_t most = published(j, c->size, 1);
+  if (most != SIZE_MAX && most > nx_cseg_slot(c->size) && chunks(j, c->size)) return NX_SEG_CHUNKS;
   if (single_copy(j, c->cseg)) return NX_SEG_SINGLE; /* any size */
   /* the largest contribution of any rank decides, so all ranks agree */
-  size_t most = published(j, c->size, 1);
   if (most == SIZE_MAX || most > nx_cseg_slot(c->size)) return NX_SEG_NONE;
   size_t reads = j->kind == NX_COLL_REDUCE_SCATTER ? most : most * c->size;
   int reduces = j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE ||
@@ -374,6 +373,17 @@ static int impossible(const segop *o, uint32_t r) {
   return rc;
 }
 
+/* MISMATCH: rank r, whose words we read, went past o's collective without
+ * taking it through the segment as we do. */
+static int other_path(const segop *o, uint32_t r, const char *role) {
+  return nx_fail(NEXAR_ERR_MISMATCH,
+                 "collective #%llu on comm %llu: rank %u called %s (blocking), rank %u%s took "
+                 "another path for it (another collective, other arguments, a non-blocking "
+                 "form or a small broadcast; or it failed it)",
+                 (unsigned long long)o->seq, (unsigned long long)o->j->c->id, o->s->me,
+                 nx_job_name(o->j), r, role);
+}
+
 static int arrived(void *arg, uint32_t *who) {
   segop *o = arg;
   nx_cseg *s = o->s;
@@ -394,13 +404,7 @@ static int arrived(void *arg, uint32_t *who) {
       return 0;
     }
     if (st < 0) return impossible(o, r);
-    if (st == 2)
-      return nx_fail(NEXAR_ERR_MISMATCH,
-                     "collective #%llu on comm %llu: rank %u called %s (blocking), rank %u "
-                     "took another path for it (a non-blocking form, other arguments, or a "
-                     "small broadcast; or it failed it)",
-                     (unsigned long long)o->seq, (unsigned long long)o->j->c->id, s->me,
-                     nx_job_name(o->j), r);
+    if (st == 2) return other_path(o, r, "");
     nx_cseg_sig theirs = w->sig[p];
     if (memcmp(&theirs, &o->sig, sizeof theirs)) return mismatch(o, o->seq, &o->sig, r, &theirs);
   }
@@ -453,12 +457,7 @@ static int bring_ready(void *arg, uint32_t *who) {
     return 0;
   }
   if (st < 0) return impossible(o, root);
-  return nx_fail(NEXAR_ERR_MISMATCH,
-                 "collective #%llu on comm %llu: rank %u called %s from root %u, which took "
-                 "another path for it (another collective, other arguments or a non-blocking "
-                 "form; or it failed it)",
-                 (unsigned long long)o->seq, (unsigned long long)o->j->c->id, s->me,
-                 nx_job_name(o->j), root);
+  return other_path(o, root, " (the root)");
 }
 
 static int run_bcast(segop *o, uint32_t tmo, const char *name) {

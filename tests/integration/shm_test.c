@@ -254,6 +254,20 @@ static void bcast_ring(nexar_client *c, uint32_t me) {
  * messages), checked exactly, with a non-blocking all_reduce in flight
  * across them; then a blocking call against its non-blocking form and a
  * count mismatch, both MISMATCH on every rank (never a hang). */
+/* Rank me's block of an all_gather/gather test, and the check of all W
+ * blocks as they must arrive (rank r's block is r's fill). */
+static void gather_fill(int32_t *x, size_t n, uint32_t me) {
+  for (size_t i = 0; i < n; i++)
+    x[i] = (int32_t)(me * 1000003u + i);
+}
+
+static void gather_check(const int32_t *all, size_t n, uint32_t me, const char *what) {
+  for (uint32_t r = 0; r < W; r++)
+    for (size_t i = 0; i < n; i++)
+      if (all[r * n + i] != (int32_t)(r * 1000003u + i))
+        FAIL("%s %zu: block %u at %zu", what, n, r, i);
+}
+
 static void segment(nexar_client *c, uint32_t me) {
   const size_t slot = nx_cseg_slot(W) / sizeof(int32_t);
   const size_t red = NX_CSEG_REDUCE_MAX / sizeof(int32_t) / W; /* reductions: the limit */
@@ -289,17 +303,12 @@ static void segment(nexar_client *c, uint32_t me) {
     for (size_t i = 0; i < n; i++)
       if (a[i] != (int32_t)(7 * i + 1)) FAIL("segment broadcast %zu: %zu", n, i);
     if (n * W > maxc) continue;
-    for (size_t i = 0; i < n; i++)
-      a[i] = (int32_t)(me * 1000003u + i);
+    gather_fill(a, n, me);
     if (nexar_all_gather(c, a, b, n, NEXAR_I32)) FAIL("segment all_gather %zu", n);
-    for (uint32_t r = 0; r < W; r++)
-      for (size_t i = 0; i < n; i++)
-        if (b[r * n + i] != (int32_t)(r * 1000003u + i)) FAIL("segment all_gather %zu", n);
+    gather_check(b, n, me, "segment all_gather");
     memset(b, 0xee, n * W * sizeof *b);
     if (nexar_gather(c, a, b, n, NEXAR_I32, root)) FAIL("segment gather %zu", n);
-    for (uint32_t r = 0; me == root && r < W; r++)
-      for (size_t i = 0; i < n; i++)
-        if (b[r * n + i] != (int32_t)(r * 1000003u + i)) FAIL("segment gather %zu", n);
+    if (me == root) gather_check(b, n, me, "segment gather");
     for (size_t i = 0; i < n * W; i++)
       b[i] = (int32_t)(me + i);
     if (nexar_reduce_scatter(c, b, a, n, NEXAR_I32, NEXAR_SUM))
@@ -326,12 +335,9 @@ static void segment(nexar_client *c, uint32_t me) {
     size_t n = NX_CSEG_GATHER_CHUNKS * slot + 1;
     int32_t *x = malloc(n * sizeof *x), *all = malloc(n * W * sizeof *all);
     if (!x || !all) FAIL("out of memory");
-    for (size_t i = 0; i < n; i++)
-      x[i] = (int32_t)(me * 1000003u + i);
+    gather_fill(x, n, me);
     if (nexar_all_gather(c, x, all, n, NEXAR_I32)) FAIL("segment all_gather %zu", n);
-    for (uint32_t r = 0; r < W; r++)
-      for (size_t i = 0; i < n; i++)
-        if (all[r * n + i] != (int32_t)(r * 1000003u + i)) FAIL("segment all_gather %zu", n);
+    gather_check(all, n, me, "segment all_gather");
     free(x);
     free(all);
   }
