@@ -239,7 +239,7 @@ int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), 
   if (rc) return rc < 0 ? rc : 0;
   nx_ep *ep = nx_coll_client(k)->ep;
   int yield;
-  uint64_t spin_ns = nx_ep_spin_ns(ep, &yield), spin_until = 0, deadline = 0;
+  uint64_t spin_ns = nx_ep_spin_ns(ep, &yield) + s->spin_extra_ns, spin_until = 0, deadline = 0;
   for (uint32_t pass = 1;; pass++) {
     int spin = 1;
     if ((pass & 63) == 0) { /* the clock from here: most waits end sooner */

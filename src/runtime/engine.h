@@ -342,6 +342,10 @@ void nx_ep_wake(nx_ep *ep); /* under ep->mu */
  * receive's copy runs on a worker thread that a 2 ms poll delays (4 MiB
  * ping-pong 1.8 ms instead of 1.0). */
 #define NX_SPIN_NS 20000ull
+/* A waiter for n bytes (eager receive, segment collective) polls n / this
+ * many ns longer: the bytes' copies take that long (two copies at a few
+ * GB/s each, the rate measured between two processes here). */
+#define NX_SPIN_BYTES_PER_NS 4u
 /* Spinning waiters with shared-memory rings: ring-only passes per full one.
  * (256 when every peer is on this host was tried: in alternating nexar-perf
  * runs at n = 2 no gain at 8 B, and a same-host rendezvous' answer comes by

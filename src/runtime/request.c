@@ -140,6 +140,19 @@ int nx_req_check_deadline(nexar_request *r, uint64_t now, uint64_t *wake) {
   return 0;
 }
 
+/* How long wait_driving polls before it sleeps: the engine's spin, and for
+ * an eager receive the time its bytes take to come (the peer copies them
+ * into the ring, after copying out what we sent it, at some GB/s): a reply
+ * of 256 KiB takes longer than the spin, and a sleep then costs a wake-up
+ * per message. Not above eager: a rendezvous' copy runs on a worker thread
+ * of this process, which a longer spin would keep off the CPU. */
+static uint64_t spin_for(nx_ep *ep, const nexar_request *r, int *yield) {
+  uint64_t ns = nx_ep_spin_ns(ep, yield);
+  if (r->kind == NX_REQ_RECV && r->recv.len <= NX_SHM_EAGER_MAX)
+    ns += r->recv.len / NX_SPIN_BYTES_PER_NS;
+  return ns;
+}
+
 /* Waits by driving the endpoint ourselves: progress under the endpoint lock,
  * then sleep in epoll on the UDP socket (not on a condvar), so the kernel
  * wakes this thread directly when the reply lands. While any thread waits
@@ -154,7 +167,7 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
   int first = 1;
   int yield;
   uint64_t lnow = nx_now_ns();
-  uint64_t spin_until = lnow + nx_ep_spin_ns(ep, &yield);
+  uint64_t spin_until = lnow + spin_for(ep, r, &yield);
   int light = 0; /* light passes since the last full one */
   while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
     uint64_t next = UINT64_MAX;
@@ -173,7 +186,7 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
       }
       if (nx_ep_run_deferred_at(ep, lnow)) {
         lnow = nx_now_ns();
-        spin_until = lnow + nx_ep_spin_ns(ep, &yield);
+        spin_until = lnow + spin_for(ep, r, &yield);
       }
       if (atomic_load_explicit(&r->done, memory_order_acquire)) break;
       /* every pass yields with more ranks than CPUs; otherwise the last
@@ -205,7 +218,7 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
       /* a step of a schedule went out: poll afresh for its answer, as a
        * wait for that message alone would */
       lnow = nx_now_ns();
-      spin_until = lnow + nx_ep_spin_ns(ep, &yield);
+      spin_until = lnow + spin_for(ep, r, &yield);
       if (atomic_load_explicit(&r->done, memory_order_acquire)) break;
       continue;
     }
