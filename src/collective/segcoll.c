@@ -644,7 +644,7 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
   size_t pub = published(j, c->size, c->rank == j->root);
   /* the others' copies of theirs take this long: a wait polls that much
    * longer before it sleeps (a wake-up costs more than the rest) */
-  o.s->spin_extra_ns = NX_MIN(published(j, c->size, 1), NX_SHM_EAGER_MAX) / NX_SPIN_BYTES_PER_NS;
+  o.s->spin_extra_ns = NX_MIN(published(j, c->size, 1), o.s->slot) / NX_SPIN_BYTES_PER_NS;
   /* a peer failed it before we began (it told us): nothing to publish */
   int rc = nx_coll_failed(j->k);
   if (rc) return rc;

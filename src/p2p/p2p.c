@@ -73,6 +73,7 @@ static int start_send(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_
   r->dev_ad = c->cfg.adapter;
   r->dev_host = host;
   r->kind = NX_REQ_SEND;
+  r->send_len = total;
   r->ep = c->ep;
   r->peer = dest;
   r->timeout_ms = c->cfg.collective_timeout_ms;

@@ -346,6 +346,7 @@ void nx_ep_wake(nx_ep *ep); /* under ep->mu */
  * many ns longer: the bytes' copies take that long (two copies at a few
  * GB/s each, the rate measured between two processes here). */
 #define NX_SPIN_BYTES_PER_NS 4u
+#define NX_SPIN_SEND_MAX (4u << 20) /* a waiting send counts this many at most */
 /* Spinning waiters with shared-memory rings: ring-only passes per full one.
  * (256 when every peer is on this host was tried: in alternating nexar-perf
  * runs at n = 2 no gain at 8 B, and a same-host rendezvous' answer comes by
@@ -462,8 +463,12 @@ void nx_shm_unmap(void *base);
 #define NX_SHM_RING (2u << 20) /* data bytes per direction */
 /* Point-to-point to a same-host peer up to this size goes by the ring (two
  * copies); above, by the single-copy rendezvous. process_vm_readv pins every
- * page it reads: here it moved 1 MiB in 112 us, two memcpys take about 52. */
-#define NX_SHM_EAGER_MAX (1u << 20)
+ * page it reads (1 MiB alone in 112 us here, two memcpys of cached data take
+ * 52), but once a waiting sender polls through its reader's copy
+ * (request.c, spin_for) ping-pong measured (nexar-perf sendrecv --procs,
+ * n = 2, alternating runs, medians) 1 MiB 128 -> 104 us, 512 KiB 58 -> 49
+ * by the rendezvous; 192-256 KiB the same both ways. */
+#define NX_SHM_EAGER_MAX (256u << 10)
 /* Up to this many ranks in the world, point-to-point segments are backed
  * and mapped whole when they are set up (shm.c): 4 MiB per pair of ranks,
  * 112 MiB on a host of 8. */

@@ -141,15 +141,19 @@ int nx_req_check_deadline(nexar_request *r, uint64_t now, uint64_t *wake) {
 }
 
 /* How long wait_driving polls before it sleeps: the engine's spin, and for
- * an eager receive the time its bytes take to come (the peer copies them
- * into the ring, after copying out what we sent it, at some GB/s): a reply
- * of 256 KiB takes longer than the spin, and a sleep then costs a wake-up
- * per message. Not above eager: a rendezvous' copy runs on a worker thread
- * of this process, which a longer spin would keep off the CPU. */
+ * a receive the time its bytes take to come (the peer copies them, after
+ * copying out what we sent it, at some GB/s): a reply of 256 KiB takes
+ * longer than the spin, and a sleep then costs a wake-up per message. Not
+ * above NX_RNDV_INLINE_MAX: that copy runs on a worker thread of this
+ * process, which a longer spin would keep off the CPU. A send that waits is
+ * a rendezvous, its reader's copy in the reader's process: up to
+ * NX_SPIN_SEND_MAX bytes of it. */
 static uint64_t spin_for(nx_ep *ep, const nexar_request *r, int *yield) {
   uint64_t ns = nx_ep_spin_ns(ep, yield);
-  if (r->kind == NX_REQ_RECV && r->recv.len <= NX_SHM_EAGER_MAX)
+  if (r->kind == NX_REQ_RECV && r->recv.len <= NX_RNDV_INLINE_MAX)
     ns += r->recv.len / NX_SPIN_BYTES_PER_NS;
+  else if (r->kind == NX_REQ_SEND)
+    ns += NX_MIN(r->send_len, NX_SPIN_SEND_MAX) / NX_SPIN_BYTES_PER_NS;
   return ns;
 }
 

@@ -25,6 +25,7 @@ struct nexar_request {
   nexar_iovec *iov_copy;
   uint32_t timeout_ms; /* no progress for this long fails the op (0 = none) */
   uint32_t peer;       /* for messages */
+  uint64_t send_len;   /* SEND of a message: its length (how long a wait polls) */
   char what[240];      /* the description, formatted when first needed */
   /* what the operation is, kept as fields so the hot path formats nothing:
    * "<op> #<seq> on comm <comm>: <verb> rank <peer>" (collectives, op set)
