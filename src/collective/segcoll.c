@@ -69,16 +69,17 @@ static size_t published(const nx_job *j, uint32_t n, int is_root) {
 }
 
 /* Single copy (cseg.h): a collective that only copies, too large for the
- * segment's buffers. (Reductions above them keep the message path's
- * pipelined ring: a single-copy all_reduce, each rank reducing its share
- * from the others' buffers, measured slower at 4 MiB, n = 2 and 8.) Pure,
- * as published(). */
+ * segment's buffers, or between two ranks above NX_CSEG_SINGLE_MIN2.
+ * (Reductions above them keep the message path's pipelined ring: a
+ * single-copy all_reduce, each rank reducing its share from the others'
+ * buffers, measured slower at 4 MiB, n = 2 and 8.) Pure, as published(). */
 static int single_copy(const nx_job *j, const nx_cseg *s) {
   int copies = j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER ||
                j->kind == NX_COLL_GATHER || j->kind == NX_COLL_ALL_GATHER ||
                j->kind == NX_COLL_ALL_TO_ALL;
   size_t most = published(j, s->n, 1);
-  return s->cma && copies && most != SIZE_MAX && most > s->slot;
+  return s->cma && copies && most != SIZE_MAX &&
+         most > (s->n == 2 ? NX_MIN(s->slot, NX_CSEG_SINGLE_MIN2) : s->slot);
 }
 
 /* Bytes of a reduction's vector each collective of NX_SEG_CHUNKS takes:

@@ -165,9 +165,17 @@ typedef struct nx_cseg {
 /* Above what a rank may publish in its buffer (nx_cseg_slot), collectives
  * that only copy read straight from the others' buffers with one kernel
  * copy (single copy, as the same-host rendezvous does), when cma; with no
- * limit of size. Below, two copies through the segment win: measured on 2
- * cores, process_vm_readv moves 5.5-7 GB/s (it pins the pages of every
- * call) where memcpy of cached data moves 30. */
+ * limit of size. Between two ranks already above NX_CSEG_SINGLE_MIN2 bytes
+ * published: process_vm_readv of cached data moved 512 KiB in 18 us here,
+ * memcpy in 11, so one kernel copy beats two memcpys; measured with
+ * nexar-perf --procs at n = 2 (alternating runs, medians) all_to_all 64 KiB
+ * 7.7 -> 3.7 us, 1 MiB 114 -> 47; all_gather 1 MiB 74 -> 44; broadcast
+ * 256 KiB 16 -> 11; 12 KiB the same both ways. With more ranks than CPUs
+ * (n = 4 on 2 cores) the owner's wait for every reader to be scheduled and
+ * read costs more: 16-256 KiB broadcast and all_gather 1.2-2x slower, so
+ * from three ranks on single copy starts above the buffer, as before. The
+ * choice depends on n alone, so every rank makes the same. */
+#define NX_CSEG_SINGLE_MIN2 (16u << 10)
 
 /* Reads len bytes at address `from` of process pid into to: 0, or
  * NEXAR_ERR_PEER_LOST (the process is gone), NEXAR_ERR_PROTOCOL (the
