@@ -107,9 +107,13 @@ static int chunks(const nx_job *j, uint32_t n) {
    * 16 and 64 MiB two copies through the segment and one by
    * process_vm_readv were within noise of each other, the data no longer in
    * cache. (all_to_all in chunks of slot / n per destination measured no
-   * faster at 4 or 64 MiB: it keeps single copy.) */
+   * faster at 4 or 64 MiB: it keeps single copy.) Not between two ranks
+   * any more: since waits poll for the bytes they wait for
+   * (spin_extra_ns), single copy measured faster there from 16 KiB up
+   * (cseg.h, NX_CSEG_SINGLE_MIN2), 8 MiB in all 1.08 -> 0.76 ms, 4 MiB 508
+   * -> 463 us. */
   if (j->kind == NX_COLL_ALL_GATHER)
-    return nx_algo_force_allgather < 0 &&
+    return nx_algo_force_allgather < 0 && n != 2 &&
            j->count * j->es <= NX_CSEG_GATHER_CHUNKS * chunk_bytes(n);
   /* A broadcast, any n: the root writes each chunk once (running up to two
    * ahead: nowait), each reader copies it out while the root writes the
