@@ -74,12 +74,12 @@ static size_t published(const nx_job *j, uint32_t n, int is_root) {
  * single-copy all_reduce, each rank reducing its share from the others'
  * buffers, measured slower at 4 MiB, n = 2 and 8.) Pure, as published(). */
 static int single_copy(const nx_job *j, const nx_cseg *s) {
+  _Static_assert(NX_CSEG_SINGLE_MIN2 <= (64u << 10), "below the smallest buffer (nx_cseg_slot)");
   int copies = j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER ||
                j->kind == NX_COLL_GATHER || j->kind == NX_COLL_ALL_GATHER ||
                j->kind == NX_COLL_ALL_TO_ALL;
   size_t most = published(j, s->n, 1);
-  return s->cma && copies && most != SIZE_MAX &&
-         most > (s->n == 2 ? NX_MIN(s->slot, NX_CSEG_SINGLE_MIN2) : s->slot);
+  return s->cma && copies && most != SIZE_MAX && most > (s->n == 2 ? NX_CSEG_SINGLE_MIN2 : s->slot);
 }
 
 /* Bytes of a reduction's vector each collective of NX_SEG_CHUNKS takes:
@@ -109,7 +109,7 @@ static int chunks(const nx_job *j, uint32_t n) {
    * cache. (all_to_all in chunks of slot / n per destination measured no
    * faster at 4 or 64 MiB: it keeps single copy.) Not between two ranks
    * any more: since waits poll for the bytes they wait for
-   * (spin_extra_ns), single copy measured faster there from 16 KiB up
+   * (segop.extra_ns), single copy measured faster there from 16 KiB up
    * (cseg.h, NX_CSEG_SINGLE_MIN2), 8 MiB in all 1.08 -> 0.76 ms, 4 MiB 508
    * -> 463 us. */
   if (j->kind == NX_COLL_ALL_GATHER)
@@ -279,9 +279,17 @@ typedef struct segop {
   nx_cseg *s;
   uint64_t seq;
   nx_cseg_sig sig;
-  uint32_t next; /* the first rank not yet seen */
-  int cma;       /* single copy */
+  uint32_t next;     /* the first rank not yet seen */
+  int cma;           /* single copy */
+  uint64_t extra_ns; /* the others' copies of their parts take this long */
 } segop;
+
+/* Waits for pred on o (nx_cseg_wait), polling through the copy time of
+ * o's bytes before it sleeps: a wake-up costs more than the rest. */
+static int wait_on(segop *o, int (*pred)(void *arg, uint32_t *who), uint32_t tmo, const char *name,
+                   const char *step) {
+  return nx_cseg_wait(o->s, o->j->k, pred, o, o->extra_ns, tmo, name, step);
+}
 
 static int mismatch(const segop *o, uint64_t k, const nx_cseg_sig *ours, uint32_t r,
                     const nx_cseg_sig *theirs) {
@@ -470,13 +478,13 @@ static int run_bcast(segop *o, uint32_t tmo, const char *name) {
   nx_cseg *s = o->s;
   size_t blk = j->count * j->es;
   if (s->me == j->root) {
-    int rc = nx_cseg_wait(s, j->k, bring_free, o, tmo, name, "it to begin a later collective");
+    int rc = wait_on(o, bring_free, tmo, name, "it to begin a later collective");
     if (rc) return rc;
     nx_cseg_bpublish(s, o->seq, &o->sig, j->buf, blk);
     push_pending(s, o->seq, &nx_cseg_bentry(s, s->me, o->seq)->ack);
     return 0;
   }
-  int rc = nx_cseg_wait(s, j->k, bring_ready, o, tmo, name, "the root's broadcast");
+  int rc = wait_on(o, bring_ready, tmo, name, "the root's broadcast");
   if (rc) return rc;
   nx_cseg_bent *e = nx_cseg_bentry(s, j->root, o->seq);
   if (blk) memcpy(j->buf, e->data, blk);
@@ -621,7 +629,7 @@ static int run_single_copy(segop *o, uint32_t tmo, const char *name) {
   if (rc) return rc;
   nx_cseg_leave(o->s, o->seq);
   o->next = 0;
-  return nx_cseg_wait(o->s, o->j->k, all_left, o, tmo, name, "it to finish reading");
+  return wait_on(o, all_left, tmo, name, "it to finish reading");
 }
 
 static int run(nx_job *j, const nx_coll_sig *sig);
@@ -647,14 +655,12 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
   uint32_t tmo = nx_coll_timeout_ms(j->k);
   const char *name = nx_job_name(j);
   size_t pub = published(j, c->size, c->rank == j->root);
-  /* the others' copies of theirs take this long: a wait polls that much
-   * longer before it sleeps (a wake-up costs more than the rest) */
-  o.s->spin_extra_ns = NX_MIN(published(j, c->size, 1), o.s->slot) / NX_SPIN_BYTES_PER_NS;
+  o.extra_ns = nx_spin_for_bytes(NX_MIN(published(j, c->size, 1), o.s->slot));
   /* a peer failed it before we began (it told us): nothing to publish */
   int rc = nx_coll_failed(j->k);
   if (rc) return rc;
   if (j->seg == NX_SEG_BCAST) return run_bcast(&o, tmo, name);
-  rc = nx_cseg_wait(o.s, j->k, drained, &o, tmo, name, "it to begin the next collective");
+  rc = wait_on(&o, drained, tmo, name, "it to begin the next collective");
   if (rc) return rc; /* not arrived: nobody waits for what we would have written */
   const void *src =
       j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE || j->kind == NX_COLL_BROADCAST
@@ -670,7 +676,7 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
     if (j->count) compute(&o);
     return 0;
   }
-  rc = nx_cseg_wait(o.s, j->k, arrived, &o, tmo, name, "its arrival");
+  rc = wait_on(&o, arrived, tmo, name, "its arrival");
   if (!rc && o.cma) return run_single_copy(&o, tmo, name);
   if (rc) return rc;
   if (j->count) compute(&o); /* (count 0: buffers may be NULL) */

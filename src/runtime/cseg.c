@@ -233,13 +233,13 @@ void nx_cseg_bpublish(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig, const vo
 /* -------------------------------------------------------------- waiting */
 
 int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), void *arg,
-                 uint32_t timeout_ms, const char *what, const char *step) {
+                 uint64_t extra_ns, uint32_t timeout_ms, const char *what, const char *step) {
   uint32_t who = 0;
   int rc = pred(arg, &who);
   if (rc) return rc < 0 ? rc : 0;
   nx_ep *ep = nx_coll_client(k)->ep;
   int yield;
-  uint64_t spin_ns = nx_ep_spin_ns(ep, &yield) + s->spin_extra_ns, spin_until = 0, deadline = 0;
+  uint64_t spin_ns = nx_ep_spin_ns(ep, &yield) + extra_ns, spin_until = 0, deadline = 0;
   for (uint32_t pass = 1;; pass++) {
     int spin = 1;
     if ((pass & 63) == 0) { /* the clock from here: most waits end sooner */

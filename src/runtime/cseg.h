@@ -157,7 +157,6 @@ typedef struct nx_cseg {
   uint8_t *bring;                 /* broadcast entries of rank r: bring + r * BDEPTH */
   uint64_t bheld[NX_CSEG_BDEPTH]; /* our entry i holds this broadcast + 1 (0 none) */
   uint64_t min_entered;           /* the least entered of the others, last read */
-  uint64_t spin_extra_ns;         /* the collective's bytes' copy time, polled on (nx_cseg_wait) */
   int cma;                        /* every rank may read every other's memory (process_vm_readv) */
   pid_t *pid;                     /* process of each rank, as its lane proved it (cma only) */
 } nx_cseg;
@@ -232,12 +231,12 @@ int nx_cseg_bentry_state(uint64_t held, uint64_t arrive, uint64_t msg, uint64_t 
 /* Waits until pred(arg, &who) returns non-zero (1 ready, < 0 an error that
  * ends the wait), driving the engine like a request wait, for collective k.
  * who: the rank pred waits for (to sleep on its doorbell). It polls the
- * engine's spin plus s->spin_extra_ns before it sleeps. Returns 0, pred's
+ * engine's spin plus extra_ns before it sleeps. Returns 0, pred's
  * error, k's failure (peer lost, aborted, a mismatch seen by a peer), or
  * TIMEOUT after timeout_ms, naming what (the operation) and step (what it
  * waited for). */
 struct nx_coll;
 int nx_cseg_wait(nx_cseg *s, struct nx_coll *k, int (*pred)(void *arg, uint32_t *who), void *arg,
-                 uint32_t timeout_ms, const char *what, const char *step);
+                 uint64_t extra_ns, uint32_t timeout_ms, const char *what, const char *step);
 
 #endif

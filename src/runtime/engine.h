@@ -346,6 +346,9 @@ void nx_ep_wake(nx_ep *ep); /* under ep->mu */
  * many ns longer: the bytes' copies take that long (two copies at a few
  * GB/s each, the rate measured between two processes here). */
 #define NX_SPIN_BYTES_PER_NS 4u
+static inline uint64_t nx_spin_for_bytes(uint64_t n) {
+  return n / NX_SPIN_BYTES_PER_NS;
+}
 #define NX_SPIN_SEND_MAX (4u << 20) /* a waiting send counts this many at most */
 /* Spinning waiters with shared-memory rings: ring-only passes per full one.
  * (256 when every peer is on this host was tried: in alternating nexar-perf
