@@ -1,6 +1,7 @@
 /* Point-to-point: tagged send/recv (blocking, non-blocking, iov) and probe. */
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #include "runtime/comm.h"
@@ -257,10 +258,93 @@ int nexar_send_nb(nexar_client *c, const void *buf, size_t len, uint32_t dest, u
   return start_send(c, &v, 1, dest, tag, req, NULL);
 }
 
+enum { NOW_WAIT, NOW_DONE, NOW_GENERAL };
+
+/* One look of recv_now, under ep->mu. */
+static int recv_now_once(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src,
+                         uint32_t tag, uint64_t total) {
+  nx_ep *ep = c->ep;
+  uint32_t from = c->members[src];
+  if (from == ep->rank || atomic_load(&c->aborted) || atomic_load(&c->revoked) ||
+      ep->nrevoked_live || nx_comm_is_dead_locked(c, src))
+    return NOW_GENERAL;
+  nx_peer *p = ep->peers[from];
+  if (p->state != NX_PEER_UP || nx_shm_state_locked(p) < 2) return NOW_GENERAL;
+  nx_key k = {.comm = c->id, .kind = NX_KIND_P2P, .src = from, .tag = tag};
+  /* MPI order: a queued message or an earlier receive for the key first */
+  if (nx_match_peek(ep, &k, 0) || nx_match_posted(ep, &k)) return NOW_GENERAL;
+  int rc = nx_shm_recv_now_locked(ep, p, &k, iov, n, total);
+  if (rc < 0) return NOW_GENERAL; /* p is dropped: the general path says so */
+  if (rc != 1) {
+    nx_shm_poll_locked(ep, p); /* the other rings, as a waiting receive's pass */
+    return NOW_WAIT;
+  }
+  uint64_t id = nx_oplog_begin(&c->log, 0, "recv", total, src, tag);
+  nx_oplog_end(&c->log, id, 0, NULL);
+  return NOW_DONE;
+}
+
+/* A blocking receive whose message comes by a shared-memory ring is copied
+ * from the ring into the buffer while the engine's spin lasts, with no
+ * request (as send_now): a request's set-up, completion and teardown cost
+ * more than the copy of a small message. Only while nothing queued or posted
+ * could match first (MPI's order) and nothing is wrong; anything else, or a
+ * spin that ends empty, takes the general path, which checks, reports,
+ * posts and sleeps (*spun: the time polled, which it polls less). 1
+ * received, 0 take the general path. */
+static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src, uint32_t tag,
+                    uint64_t *spun) {
+  *spun = 0;
+  if (!c || (n && !iov) || src >= c->size || c->cfg.adapter) return 0;
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (iov[i].len && !iov[i].base) return 0;
+    total += iov[i].len;
+  }
+  nx_ep *ep = c->ep;
+  if (!atomic_load_explicit(&ep->shm_all, memory_order_relaxed)) return 0;
+  int yield = 0;
+  uint64_t t0 = 0, now = 0, until = 0;
+  int rc = NOW_WAIT;
+  unsigned pass = 0;
+  for (;; pass++) {
+    rc = NOW_WAIT;
+    if (pass == 0 ? pthread_mutex_lock(&ep->mu) == 0 : pthread_mutex_trylock(&ep->mu) == 0) {
+      rc = recv_now_once(c, iov, n, src, tag, total);
+      pthread_mutex_unlock(&ep->mu);
+    }
+    /* collective schedules released by what arrived advance here, as in a
+     * waiting receive (the progress thread leaves them to spinners) */
+    if (rc == NOW_WAIT) nx_ep_run_deferred_at(ep, now);
+    if (rc != NOW_WAIT || ((pass & 3) == 3 && (now = nx_now_ns()) >= until)) break;
+    /* a spinner, as in wait_driving: the progress thread keeps off the
+     * rings (it would sleep as their waiter, which makes every record ring
+     * a doorbell, and take our message into the queue) */
+    if (pass == 0) {
+      atomic_fetch_add(&ep->spinners, 1);
+      t0 = now = nx_now_ns(); /* not before: most messages are there at once */
+      until = t0 + nx_ep_spin_ns(ep, &yield) + nx_spin_for_bytes(total);
+    }
+    if (yield)
+      sched_yield();
+    else
+      nx_cpu_relax();
+  }
+  if (pass) {
+    atomic_store(&ep->last_driver_ns, now);
+    atomic_fetch_sub(&ep->spinners, 1);
+  }
+  *spun = now - t0;
+  return rc == NOW_DONE;
+}
+
 int nexar_recv_iov(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src, uint32_t tag) {
+  uint64_t spun;
+  if (recv_now(c, iov, n, src, tag, &spun)) return 0;
   nexar_request mem, *r = NULL; /* a blocking receive's request lives here */
   uint64_t id = 0;
   int rc = start_recv(c, iov, n, src, tag, &r, &id, &mem);
+  if (!rc) r->spun_ns = spun;
   return finish(c, rc, r, id, &mem);
 }
 

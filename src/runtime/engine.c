@@ -576,7 +576,7 @@ uint64_t nx_ep_progress2_locked(nx_ep *ep, int do_recv) {
   for (int budget = 0; do_recv && budget < 16; budget++)
     if (nx_udp_recv(&ep->udp, on_dgram, ep) < NX_UDP_RX_BATCH) break;
   if (do_recv) nx_lane_recv_locked(ep);
-  nx_shm_poll_locked(ep);
+  nx_shm_poll_locked(ep, NULL);
   uint64_t now = nx_now_ns();
   nx_ep_credit_flush(ep);
   uint64_t next = heartbeats(ep, now);

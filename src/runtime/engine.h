@@ -500,8 +500,16 @@ int nx_shm_send_desc_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
  * fuzzing.) */
 int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN],
                           const nexar_iovec *v, size_t nv, uint64_t plen);
-/* Every progress pass: drains the inbound rings, flushes the backlogs. */
-void nx_shm_poll_locked(nx_ep *ep);
+/* A blocking receive's look at p's ring, with no request (p2p.c): when the
+ * next record is the eager point-to-point message k names (comm, tag) with
+ * len bytes, it is copied into iov and consumed: 1. 0 if the ring has
+ * nothing; 2 if the next record was something else (validated and handed
+ * to matching, as a drain does); <0 it was malformed and p is dropped. */
+int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_iovec *iov,
+                           size_t niov, uint64_t len);
+/* Every progress pass: drains the inbound rings (but skip's, if not NULL),
+ * flushes the backlogs. */
+void nx_shm_poll_locked(nx_ep *ep, const nx_peer *skip);
 /* p died or left: what it published is taken, then its segment is unused. */
 void nx_shm_peer_down_locked(nx_ep *ep, nx_peer *p);
 /* 1 while something we wrote to a live peer is not consumed yet. */
@@ -589,6 +597,8 @@ int nx_deliver_complete(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
 /* ---- match.c */
 /* Posts r (under ep->mu): matches the earliest unexpected message or queues r. */
 int nx_match_post(nx_ep *ep, nx_recv *r);
+/* 1 if a posted receive waits for point-to-point key k (comm, src, tag). */
+int nx_match_posted(const nx_ep *ep, const nx_key *k);
 /* Finds the earliest queued message for key; NULL if none. */
 nx_msg *nx_match_peek(nx_ep *ep, const nx_key *k, int any_src);
 /* A new message is ordered: match it to a posted receive or queue it. */

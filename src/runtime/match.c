@@ -109,6 +109,14 @@ int nx_match_post(nx_ep *ep, nx_recv *r) {
   return 0;
 }
 
+int nx_match_posted(const nx_ep *ep, const nx_key *k) {
+  for (const nx_recv *r = ep->posted_head; r; r = r->next)
+    if (r->key.comm == k->comm && r->key.kind == k->kind && r->key.src == k->src &&
+        r->key.tag == k->tag)
+      return 1;
+  return 0;
+}
+
 nx_msg *nx_match_peek(nx_ep *ep, const nx_key *k, int any_src) {
   for (nx_msg *m = ep->unexp_head; m; m = m->next)
     if (!m->discard && key_match(k, &m->f, any_src)) return m;

@@ -171,7 +171,8 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
   int first = 1;
   int yield;
   uint64_t lnow = nx_now_ns();
-  uint64_t spin_until = lnow + spin_for(ep, r, &yield);
+  uint64_t spin = spin_for(ep, r, &yield);
+  uint64_t spin_until = lnow + (spin > r->spun_ns ? spin - r->spun_ns : 0);
   int light = 0; /* light passes since the last full one */
   while (!atomic_load_explicit(&r->done, memory_order_acquire)) {
     uint64_t next = UINT64_MAX;
@@ -185,7 +186,7 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
         ((light & 3) || (lnow = nx_now_ns()) < spin_until)) {
       light++;
       if (pthread_mutex_trylock(&ep->mu) == 0) {
-        nx_shm_poll_locked(ep);
+        nx_shm_poll_locked(ep, NULL);
         pthread_mutex_unlock(&ep->mu);
       }
       if (nx_ep_run_deferred_at(ep, lnow)) {

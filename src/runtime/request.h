@@ -26,6 +26,7 @@ struct nexar_request {
   uint32_t timeout_ms; /* no progress for this long fails the op (0 = none) */
   uint32_t peer;       /* for messages */
   uint64_t send_len;   /* SEND of a message: its length (how long a wait polls) */
+  uint64_t spun_ns;    /* polled already by a fast path (p2p.c): the wait polls less */
   char what[240];      /* the description, formatted when first needed */
   /* what the operation is, kept as fields so the hot path formats nothing:
    * "<op> #<seq> on comm <comm>: <verb> rank <peer>" (collectives, op set)

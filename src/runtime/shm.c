@@ -418,35 +418,91 @@ int nx_shm_send_desc_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
 
 /* ---------------------------------------------------------------- receive */
 
+/* The frame of a record from p, validated like network bytes: 0 or
+ * PROTOCOL. */
+static int record_frame(const nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN], uint64_t plen,
+                        nx_frame *f) {
+  if (nx_frame_decode(hdr, NX_FRAME_HDR_LEN, f) || f->src != p->rank ||
+      (f->kind != NX_KIND_P2P && f->kind != NX_KIND_COLL))
+    return NEXAR_ERR_PROTOCOL;
+  int rndv = (f->flags & NX_FLAG_RNDV) != 0;
+  uint64_t wire = rndv ? (uint64_t)(uint32_t)f->status : f->length;
+  if (wire != plen || (rndv && (f->status < 16 || f->status > 16 + 16 * NX_RNDV_MAX_IOV)))
+    return NEXAR_ERR_PROTOCOL;
+  return 0;
+}
+
+static void count_received(nx_peer *p, uint64_t len) {
+  p->st.messages_received++;
+  p->st.bytes_received += len;
+  p->st.shm_bytes_received += len;
+  p->last_heard_ns = nx_coarse_ns(); /* failure detection counts seconds */
+}
+
+static void deliver(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *v, size_t nv) {
+  if (f->flags & NX_FLAG_RNDV)
+    p->last_heard_ns = nx_coarse_ns();
+  else
+    count_received(p, f->length);
+  if (nx_deliver_complete(ep, p, f, v, nv))
+    NX_WARN("shared-memory frame from rank %u dropped: %s", p->rank, nexar_last_error());
+}
+
 int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN],
                           const nexar_iovec *v, size_t nv, uint64_t plen) {
   nx_frame f;
-  if (nx_frame_decode(hdr, NX_FRAME_HDR_LEN, &f) || f.src != p->rank ||
-      (f.kind != NX_KIND_P2P && f.kind != NX_KIND_COLL))
-    return NEXAR_ERR_PROTOCOL;
-  int rndv = (f.flags & NX_FLAG_RNDV) != 0;
-  uint64_t wire = rndv ? (uint64_t)(uint32_t)f.status : f.length;
-  if (wire != plen || (rndv && (f.status < 16 || f.status > 16 + 16 * NX_RNDV_MAX_IOV)))
-    return NEXAR_ERR_PROTOCOL;
-  if (!rndv) {
-    p->st.messages_received++;
-    p->st.bytes_received += f.length;
-    p->st.shm_bytes_received += f.length;
-  }
-  p->last_heard_ns = nx_coarse_ns(); /* failure detection counts seconds */
-  if (nx_deliver_complete(ep, p, &f, v, nv))
-    NX_WARN("shared-memory frame from rank %u dropped: %s", p->rank, nexar_last_error());
+  if (record_frame(p, hdr, plen, &f)) return NEXAR_ERR_PROTOCOL;
+  deliver(ep, p, &f, v, nv);
   return 0;
+}
+
+/* Before a look at the ring: a later record rings again (stored only when
+ * set, as a store on every poll would pull the line from the writer each
+ * time). */
+static void bell_reset(nx_shm *s) {
+  if (atomic_load_explicit(&s->rx.ctl->bell, memory_order_relaxed))
+    atomic_store(&s->rx.ctl->bell, 0);
+}
+
+int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_iovec *iov,
+                           size_t niov, uint64_t len) {
+  nx_shm *s = p->shm;
+  if (!s || s->busy || atomic_load(&s->dead)) return 0;
+  bell_reset(s);
+  uint8_t hdr[NX_FRAME_HDR_LEN];
+  nexar_iovec v[2];
+  size_t nv = 0;
+  uint64_t plen = 0, adv = 0;
+  int rc = nx_ring_peek(&s->rx, hdr, v, &nv, &plen, &adv);
+  if (rc == 1) return 0;
+  nx_frame f;
+  if (rc || record_frame(p, hdr, plen, &f)) {
+    protocol(ep, s, "malformed record");
+    return NEXAR_ERR_PROTOCOL;
+  }
+  if (f.kind != NX_KIND_P2P || (f.flags & NX_FLAG_RNDV) || f.comm_id != k->comm ||
+      f.tag != k->tag || f.length != len) {
+    s->busy = 1; /* not ours: matching takes it, as a drain would */
+    deliver(ep, p, &f, v, nv);
+    s->busy = 0;
+    nx_ring_pop(&s->rx, adv);
+    return 2;
+  }
+  uint64_t off = 0;
+  for (size_t i = 0; i < nv; i++) {
+    nx_iov_copy_in(iov, niov, off, v[i].base, v[i].len);
+    off += v[i].len;
+  }
+  count_received(p, len);
+  nx_ring_pop(&s->rx, adv);
+  return 1;
 }
 
 /* Takes what s's peer published; 1 if it took something. */
 static int drain(nx_ep *ep, nx_shm *s) {
   if (s->busy || atomic_load(&s->dead)) return 0;
   s->busy = 1;
-  /* before the look: a later record rings again (stored only when set, as
-   * a store on every poll would pull the line from the writer each time) */
-  if (atomic_load_explicit(&s->rx.ctl->bell, memory_order_relaxed))
-    atomic_store(&s->rx.ctl->bell, 0);
+  bell_reset(s);
   int took = 0;
   for (int i = 0; i < 64; i++) {
     uint8_t hdr[NX_FRAME_HDR_LEN];
@@ -468,10 +524,10 @@ static int drain(nx_ep *ep, nx_shm *s) {
   return took;
 }
 
-void nx_shm_poll_locked(nx_ep *ep) {
+void nx_shm_poll_locked(nx_ep *ep, const nx_peer *skip) {
   for (nx_shm *s = atomic_load(&ep->shm_all); s; s = s->next) {
     if (atomic_load(&s->dead)) continue;
-    drain(ep, s);
+    if (s->peer != skip) drain(ep, s);
     if (s->bl_head && !atomic_load(&s->dead)) flush_backlog(ep, s);
   }
 }
