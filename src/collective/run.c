@@ -201,6 +201,7 @@ static int end_job(nx_job *j, int rc) {
   rc = nx_coll_end(j->k, rc);
   j->k = NULL;
   for (size_t i = 0; i < NX_JOB_SCRATCH; i++) {
+    if (!j->scratch[i]) continue; /* most calls have none: no call to free */
     free(j->scratch[i]);
     j->scratch[i] = NULL;
   }
