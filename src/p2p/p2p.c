@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include "core/ring.h"
 #include "runtime/comm.h"
 #include "runtime/devcopy.h"
 #include "runtime/request.h"
@@ -230,8 +231,7 @@ static int send_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
   if (to != ep->rank && !atomic_load(&c->aborted) && !atomic_load(&c->revoked) &&
       !nx_comm_is_dead_locked(c, dest) &&
       (rc = nx_shm_send_now_locked(ep, ep->peers[to], &f, iov, n, total)) == 1) {
-    uint64_t id = nx_oplog_begin(&c->log, 0, "send", total, dest, tag);
-    nx_oplog_end(&c->log, id, 0, NULL);
+    nx_oplog_done(&c->log, 0, "send", total, dest, tag);
   }
   pthread_mutex_unlock(&ep->mu);
   return rc;
@@ -262,7 +262,7 @@ enum { NOW_WAIT, NOW_DONE, NOW_GENERAL };
 
 /* One look of recv_now, under ep->mu. */
 static int recv_now_once(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src,
-                         uint32_t tag, uint64_t total) {
+                         uint32_t tag, uint64_t total, const nx_ring_ctl **ring) {
   nx_ep *ep = c->ep;
   uint32_t from = c->members[src];
   if (from == ep->rank || atomic_load(&c->aborted) || atomic_load(&c->revoked) ||
@@ -270,6 +270,7 @@ static int recv_now_once(nexar_client *c, const nexar_iovec *iov, size_t n, uint
     return NOW_GENERAL;
   nx_peer *p = ep->peers[from];
   if (p->state != NX_PEER_UP || nx_shm_state_locked(p) < 2) return NOW_GENERAL;
+  *ring = nx_shm_rx_ctl_locked(p);
   nx_key k = {.comm = c->id, .kind = NX_KIND_P2P, .src = from, .tag = tag};
   /* MPI order: a queued message or an earlier receive for the key first */
   if (nx_match_peek(ep, &k, 0) || nx_match_posted(ep, &k)) return NOW_GENERAL;
@@ -279,8 +280,7 @@ static int recv_now_once(nexar_client *c, const nexar_iovec *iov, size_t n, uint
     nx_shm_poll_locked(ep, p); /* the other rings, as a waiting receive's pass */
     return NOW_WAIT;
   }
-  uint64_t id = nx_oplog_begin(&c->log, 0, "recv", total, src, tag);
-  nx_oplog_end(&c->log, id, 0, NULL);
+  nx_oplog_done(&c->log, 0, "recv", total, src, tag);
   return NOW_DONE;
 }
 
@@ -303,27 +303,35 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
   }
   nx_ep *ep = c->ep;
   if (!atomic_load_explicit(&ep->shm_all, memory_order_relaxed)) return 0;
-  int yield = 0;
+  int yield;
+  uint64_t spin = nx_ep_spin_ns(ep, &yield) + nx_spin_for_bytes(total);
   uint64_t t0 = 0, now = 0, until = 0;
+  const nx_ring_ctl *ring = NULL; /* the peer's ring to us, once a look found it */
   int rc = NOW_WAIT;
   unsigned pass = 0;
   for (;; pass++) {
     rc = NOW_WAIT;
-    if (pass == 0 ? pthread_mutex_lock(&ep->mu) == 0 : pthread_mutex_trylock(&ep->mu) == 0) {
-      rc = recv_now_once(c, iov, n, src, tag, total);
+    /* between full looks (every 8th pass) only the ring's two words are
+     * read, without the lock: a pass then costs no locked instruction */
+    int look = !ring || (pass & 7) == 0 || nx_ring_ready(ring);
+    if (look && (pass == 0 ? pthread_mutex_lock(&ep->mu) : pthread_mutex_trylock(&ep->mu)) == 0) {
+      rc = recv_now_once(c, iov, n, src, tag, total, &ring);
       pthread_mutex_unlock(&ep->mu);
     }
     /* collective schedules released by what arrived advance here, as in a
      * waiting receive (the progress thread leaves them to spinners) */
-    if (rc == NOW_WAIT) nx_ep_run_deferred_at(ep, now);
-    if (rc != NOW_WAIT || ((pass & 3) == 3 && (now = nx_now_ns()) >= until)) break;
+    if (rc == NOW_WAIT && look) nx_ep_run_deferred_at(ep, now);
+    if (rc != NOW_WAIT) break;
     /* a spinner, as in wait_driving: the progress thread keeps off the
      * rings (it would sleep as their waiter, which makes every record ring
      * a doorbell, and take our message into the queue) */
-    if (pass == 0) {
-      atomic_fetch_add(&ep->spinners, 1);
-      t0 = now = nx_now_ns(); /* not before: most messages are there at once */
-      until = t0 + nx_ep_spin_ns(ep, &yield) + nx_spin_for_bytes(total);
+    if (pass == 0) atomic_fetch_add(&ep->spinners, 1);
+    if ((pass & 31) == 31) { /* the clock from here: most messages come sooner */
+      now = nx_now_ns();
+      if (!until)
+        t0 = now, until = now + spin;
+      else if (now >= until)
+        break;
     }
     if (yield)
       sched_yield();

@@ -23,6 +23,14 @@ uint64_t nx_oplog_begin(nx_oplog *l, uint64_t seq, const char *op, uint64_t byte
   return id;
 }
 
+void nx_oplog_done(nx_oplog *l, uint64_t seq, const char *op, uint64_t bytes, uint32_t peer,
+                   uint64_t tag) {
+  uint64_t id = nx_oplog_begin(l, seq, op, bytes, peer, tag);
+  nx_oplog_entry *e = &l->e[id % NX_OPLOG_SIZE];
+  e->state = NX_OP_DONE;
+  e->t_end = e->t_start;
+}
+
 void nx_oplog_end(nx_oplog *l, uint64_t id, int rc, const char *detail) {
   nx_oplog_entry *e = &l->e[id % NX_OPLOG_SIZE];
   if (e->id != id || e->state != NX_OP_RUNNING) return; /* overwritten since */

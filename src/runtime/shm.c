@@ -464,6 +464,10 @@ static void bell_reset(nx_shm *s) {
     atomic_store(&s->rx.ctl->bell, 0);
 }
 
+const nx_ring_ctl *nx_shm_rx_ctl_locked(const nx_peer *p) {
+  return p->shm && !atomic_load(&p->shm->dead) ? p->shm->rx.ctl : NULL;
+}
+
 int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_iovec *iov,
                            size_t niov, uint64_t len) {
   nx_shm *s = p->shm;
