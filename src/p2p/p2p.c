@@ -274,8 +274,13 @@ static int recv_now_once(nexar_client *c, const nexar_iovec *iov, size_t n, uint
   nx_key k = {.comm = c->id, .kind = NX_KIND_P2P, .src = from, .tag = tag};
   /* MPI order: a queued message or an earlier receive for the key first */
   if (nx_match_peek(ep, &k, 0) || nx_match_posted(ep, &k)) return NOW_GENERAL;
-  int rc = nx_shm_recv_now_locked(ep, p, &k, iov, n, total);
-  if (rc < 0) return NOW_GENERAL; /* p is dropped: the general path says so */
+  /* records of other keys go to matching in ring order, a drain's worth at
+   * most per look; one of k's that is not ours to take (a rendezvous, a
+   * length that differs) leaves the rest to the general path */
+  int rc = 2;
+  for (int i = 0; i < 64 && rc == 2; i++)
+    rc = nx_shm_recv_now_locked(ep, p, &k, iov, n, total);
+  if (rc < 0 || rc == 3) return NOW_GENERAL; /* (p dropped: the general path says so) */
   if (rc != 1) {
     nx_shm_poll_locked(ep, p); /* the other rings, as a waiting receive's pass */
     return NOW_WAIT;
@@ -303,13 +308,18 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
   }
   nx_ep *ep = c->ep;
   if (!atomic_load_explicit(&ep->shm_all, memory_order_relaxed)) return 0;
+  /* the engine's spin alone, not the bytes' time: while we are counted a
+   * spinner, nobody serves the sockets and timers (wait_driving does, in its
+   * full passes), so that is left to the general path */
   int yield;
-  uint64_t spin = nx_ep_spin_ns(ep, &yield) + nx_spin_for_bytes(total);
+  uint64_t spin = nx_ep_spin_ns(ep, &yield);
+  /* the clock from the 32nd pass (most messages come sooner); every pass
+   * when yielding (a yield may take long, and costs more than the clock) */
+  unsigned mask = yield ? 0u : 31u;
   uint64_t t0 = 0, now = 0, until = 0;
   const nx_ring_ctl *ring = NULL; /* the peer's ring to us, once a look found it */
-  int rc = NOW_WAIT;
-  unsigned pass = 0;
-  for (;; pass++) {
+  int rc = NOW_WAIT, counted = 0;
+  for (unsigned pass = 0;; pass++) {
     rc = NOW_WAIT;
     /* between full looks (every 8th pass) only the ring's two words are
      * read, without the lock: a pass then costs no locked instruction */
@@ -321,12 +331,12 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
     /* collective schedules released by what arrived advance here, as in a
      * waiting receive (the progress thread leaves them to spinners) */
     if (rc == NOW_WAIT && look) nx_ep_run_deferred_at(ep, now);
-    if (rc != NOW_WAIT) break;
+    if (rc != NOW_WAIT || !spin) break; /* spin 0: one look */
     /* a spinner, as in wait_driving: the progress thread keeps off the
      * rings (it would sleep as their waiter, which makes every record ring
      * a doorbell, and take our message into the queue) */
-    if (pass == 0) atomic_fetch_add(&ep->spinners, 1);
-    if ((pass & 31) == 31) { /* the clock from here: most messages come sooner */
+    if (!counted) atomic_fetch_add(&ep->spinners, 1), counted = 1;
+    if ((pass & mask) == mask) {
       now = nx_now_ns();
       if (!until)
         t0 = now, until = now + spin;
@@ -338,8 +348,10 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
     else
       nx_cpu_relax();
   }
-  if (pass) {
-    atomic_store(&ep->last_driver_ns, now);
+  if (counted) {
+    /* as wait_driving leaves it: the progress thread lingers in driven
+     * mode (a coarse reading when the spin read no clock: ms matter) */
+    atomic_store(&ep->last_driver_ns, now ? now : nx_coarse_ns());
     atomic_fetch_sub(&ep->spinners, 1);
   }
   *spun = now - t0;

@@ -503,8 +503,9 @@ int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_
 /* A blocking receive's look at p's ring, with no request (p2p.c): when the
  * next record is the eager point-to-point message k names (comm, tag) with
  * len bytes, it is copied into iov and consumed: 1. 0 if the ring has
- * nothing; 2 if the next record was something else (validated and handed
- * to matching, as a drain does); <0 it was malformed and p is dropped. */
+ * nothing; 2 if the next record was another key's, 3 if it was k's but not
+ * one to take here (a rendezvous, another length): validated and handed to
+ * matching, as a drain does; <0 it was malformed and p is dropped. */
 int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_iovec *iov,
                            size_t niov, uint64_t len);
 /* The control block of p's ring to us (NULL: none): a waiter may look at it

@@ -481,16 +481,18 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
   if (rc == 1) return 0;
   nx_frame f;
   if (rc || record_frame(p, hdr, plen, &f)) {
+    s->busy = 1; /* as in drain: the peer's teardown must not read it again */
     protocol(ep, s, "malformed record");
+    s->busy = 0;
     return NEXAR_ERR_PROTOCOL;
   }
-  if (f.kind != NX_KIND_P2P || (f.flags & NX_FLAG_RNDV) || f.comm_id != k->comm ||
-      f.tag != k->tag || f.length != len) {
-    s->busy = 1; /* not ours: matching takes it, as a drain would */
+  int key = f.kind == NX_KIND_P2P && f.comm_id == k->comm && f.tag == k->tag;
+  if (!key || (f.flags & NX_FLAG_RNDV) || f.length != len) {
+    s->busy = 1; /* not one to take: matching has it, as a drain would */
     deliver(ep, p, &f, v, nv);
     s->busy = 0;
     nx_ring_pop(&s->rx, adv);
-    return 2;
+    return key ? 3 : 2;
   }
   uint64_t off = 0;
   for (size_t i = 0; i < nv; i++) {
