@@ -179,15 +179,18 @@ static int candidate(nexar_client *c) {
 static int lanes_up(nexar_client *c) {
   nx_ep *ep = c->ep;
   pthread_mutex_lock(&ep->mu);
-  int ok = 1, cma = 1;
+  int ok = 1;
   for (uint32_t i = 0; i < c->size && ok; i++) {
     const nx_peer *p = ep->peers[c->members[i]];
     if (i == c->rank) continue;
     ok = p->same_host && p->lane_ok && p->state == NX_PEER_UP && !p->relayed;
-    cma = cma && p->shm_ok && p->shm_pid > 0;
+    /* a lane means the peer read our memory and sent SHM_OK with its lane
+     * hello; that comes by QUIC, often after the lane's ping: not yet, or
+     * the segment would be made without single copy for good */
+    if (ok && (!p->shm_ok || p->shm_pid <= 0)) ok = 0;
   }
   pthread_mutex_unlock(&ep->mu);
-  return ok ? 1 + cma : 0;
+  return ok ? 2 : 0;
 }
 
 /* The process of every member, as its lane proved it: single copy reads

@@ -348,12 +348,9 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
     else
       nx_cpu_relax();
   }
-  if (counted) {
-    /* as wait_driving leaves it: the progress thread lingers in driven
-     * mode (a coarse reading when the spin read no clock: ms matter) */
-    atomic_store(&ep->last_driver_ns, now ? now : nx_coarse_ns());
-    atomic_fetch_sub(&ep->spinners, 1);
-  }
+  /* (last_driver_ns stays: unlike wait_driving this reads no socket, so
+   * the progress thread must go back to watching them at once) */
+  if (counted) atomic_fetch_sub(&ep->spinners, 1);
   *spun = now - t0;
   return rc == NOW_DONE;
 }
