@@ -35,7 +35,7 @@ add_executable(sched_sim_test ${NX_COLL_DIR}/sched_sim_test.c ${NX_COLL_DIR}/col
 target_include_directories(sched_sim_test PRIVATE ${NX_COLL_DIR})
 target_link_libraries(sched_sim_test PRIVATE nexar_internal)
 add_test(NAME unit.sched_sim COMMAND sched_sim_test 3)
-set_tests_properties(unit.sched_sim PROPERTIES TIMEOUT 300 LABELS "unit;collective")
+set_tests_properties(unit.sched_sim PROPERTIES TIMEOUT 900 LABELS "unit;collective")
 # Issue 14's C API: avg/band/bor/bxor, the variable-count collectives, sendrecv.
 add_executable(coll_v_test ${NX_COLL_DIR}/coll_v_test.c ${NX_COLL_DIR}/coll_util.c)
 target_include_directories(coll_v_test PRIVATE ${NX_COLL_DIR})
