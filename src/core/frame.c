@@ -4,77 +4,51 @@
  * 32 segment u32 | 36 root u32 | 40 count u64 | 48 length u64 | 56 status i32
  * 60 reserved u32 (zero) */
 #include "core/frame.h"
+#include "core/le.h"
 
 #include <nexar/nexar.h>
 #include <string.h>
 
-static void put16(uint8_t *p, uint16_t v) {
-  p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8);
-}
-static void put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint16_t get16(const uint8_t *p) {
-  return (uint16_t)(p[0] | (p[1] << 8));
-}
-static uint32_t get32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-static uint64_t get64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
-
 void nx_frame_encode(const nx_frame *f, uint8_t out[NX_FRAME_HDR_LEN]) {
-  put16(out + 0, NX_FRAME_MAGIC);
+  nx_put16(out + 0, NX_FRAME_MAGIC);
   out[2] = NX_FRAME_VERSION;
   out[3] = f->kind;
   out[4] = f->flags;
   out[5] = f->coll_op;
   out[6] = f->dtype;
   out[7] = f->redop;
-  put64(out + 8, f->comm_id);
-  put32(out + 16, f->src);
-  put32(out + 20, f->round);
-  put64(out + 24, f->tag);
-  put32(out + 32, f->segment);
-  put32(out + 36, f->root);
-  put64(out + 40, f->count);
-  put64(out + 48, f->length);
-  put32(out + 56, (uint32_t)f->status);
-  put32(out + 60, 0);
+  nx_put64(out + 8, f->comm_id);
+  nx_put32(out + 16, f->src);
+  nx_put32(out + 20, f->round);
+  nx_put64(out + 24, f->tag);
+  nx_put32(out + 32, f->segment);
+  nx_put32(out + 36, f->root);
+  nx_put64(out + 40, f->count);
+  nx_put64(out + 48, f->length);
+  nx_put32(out + 56, (uint32_t)f->status);
+  nx_put32(out + 60, 0);
 }
 
 int nx_frame_decode(const uint8_t *in, size_t len, nx_frame *f) {
   if (len < NX_FRAME_HDR_LEN) return NEXAR_ERR_PROTOCOL;
-  if (get16(in) != NX_FRAME_MAGIC || in[2] != NX_FRAME_VERSION) return NEXAR_ERR_PROTOCOL;
+  if (nx_get16(in) != NX_FRAME_MAGIC || in[2] != NX_FRAME_VERSION) return NEXAR_ERR_PROTOCOL;
   if (in[3] == 0 || in[3] > NX_KIND_MAX) return NEXAR_ERR_PROTOCOL;
-  if (get32(in + 60) != 0) return NEXAR_ERR_PROTOCOL;
+  if (nx_get32(in + 60) != 0) return NEXAR_ERR_PROTOCOL;
   memset(f, 0, sizeof *f);
   f->kind = in[3];
   f->flags = in[4];
   f->coll_op = in[5];
   f->dtype = in[6];
   f->redop = in[7];
-  f->comm_id = get64(in + 8);
-  f->src = get32(in + 16);
-  f->round = get32(in + 20);
-  f->tag = get64(in + 24);
-  f->segment = get32(in + 32);
-  f->root = get32(in + 36);
-  f->count = get64(in + 40);
-  f->length = get64(in + 48);
-  f->status = (int32_t)get32(in + 56);
+  f->comm_id = nx_get64(in + 8);
+  f->src = nx_get32(in + 16);
+  f->round = nx_get32(in + 20);
+  f->tag = nx_get64(in + 24);
+  f->segment = nx_get32(in + 32);
+  f->root = nx_get32(in + 36);
+  f->count = nx_get64(in + 40);
+  f->length = nx_get64(in + 48);
+  f->status = (int32_t)nx_get32(in + 56);
   if (f->length > NX_FRAME_MAX_PAYLOAD) return NEXAR_ERR_PROTOCOL;
   if (f->flags & ~(uint8_t)(NX_FLAG_LAST | NX_FLAG_RNDV)) return NEXAR_ERR_PROTOCOL;
   if ((f->flags & NX_FLAG_RNDV) && (f->status < 16 || f->status > 16 + 16 * 64 ||
@@ -88,30 +62,30 @@ void nx_relay_hdr_encode(const nx_relay_hdr *h, uint8_t out[NX_RELAY_HDR_LEN]) {
   out[1] = h->type;
   out[2] = h->ttl;
   out[3] = 0;
-  put32(out + 4, h->origin);
-  put32(out + 8, h->dest);
-  put32(out + 12, h->seglen);
-  put64(out + 16, h->seq);
-  put64(out + 24, h->offset);
-  put64(out + 32, h->total);
-  put16(out + 40, h->certlen);
-  put16(out + 42, h->siglen);
-  put32(out + 44, 0);
+  nx_put32(out + 4, h->origin);
+  nx_put32(out + 8, h->dest);
+  nx_put32(out + 12, h->seglen);
+  nx_put64(out + 16, h->seq);
+  nx_put64(out + 24, h->offset);
+  nx_put64(out + 32, h->total);
+  nx_put16(out + 40, h->certlen);
+  nx_put16(out + 42, h->siglen);
+  nx_put32(out + 44, 0);
 }
 
 int nx_relay_hdr_decode(const uint8_t *in, size_t len, nx_relay_hdr *h) {
-  if (len < NX_RELAY_HDR_LEN || in[0] != 1 || in[3] != 0 || get32(in + 44) != 0)
+  if (len < NX_RELAY_HDR_LEN || in[0] != 1 || in[3] != 0 || nx_get32(in + 44) != 0)
     return NEXAR_ERR_PROTOCOL;
   h->type = in[1];
   h->ttl = in[2];
-  h->origin = get32(in + 4);
-  h->dest = get32(in + 8);
-  h->seglen = get32(in + 12);
-  h->seq = get64(in + 16);
-  h->offset = get64(in + 24);
-  h->total = get64(in + 32);
-  h->certlen = get16(in + 40);
-  h->siglen = get16(in + 42);
+  h->origin = nx_get32(in + 4);
+  h->dest = nx_get32(in + 8);
+  h->seglen = nx_get32(in + 12);
+  h->seq = nx_get64(in + 16);
+  h->offset = nx_get64(in + 24);
+  h->total = nx_get64(in + 32);
+  h->certlen = nx_get16(in + 40);
+  h->siglen = nx_get16(in + 42);
   uint64_t body = (uint64_t)h->certlen + h->seglen + h->siglen;
   if (body != len - NX_RELAY_HDR_LEN) return NEXAR_ERR_PROTOCOL;
   if (h->type == NX_RELAY_ACK || h->type == NX_RELAY_RESET)

@@ -2,30 +2,7 @@
 #include <string.h>
 
 #include "proto/agree.h"
-
-static void put32(uint8_t *p, uint32_t v) {
-  for (int i = 0; i < 4; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; i++)
-    v |= (uint32_t)p[i] << (8 * i);
-  return v;
-}
-
-static uint64_t get64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++)
-    v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
+#include "core/le.h"
 
 size_t nx_agree_msg_size(uint8_t type, uint8_t has_acc, uint32_t n) {
   size_t nb = ((size_t)n + 7) / 8;
@@ -58,22 +35,22 @@ size_t nx_agree_encode(const nx_agree_msg *m, uint8_t *out, size_t cap) {
   out[0] = NX_AGREE_VERSION;
   out[1] = m->type;
   out[2] = out[3] = 0;
-  put64(out + 4, m->epoch);
-  put32(out + 12, m->n);
-  put32(out + 16, m->b.round);
-  put32(out + 20, m->b.coord);
+  nx_put64(out + 4, m->epoch);
+  nx_put32(out + 12, m->n);
+  nx_put32(out + 16, m->b.round);
+  nx_put32(out + 20, m->b.coord);
   uint8_t *p = out + NX_AGREE_HDR;
   if (m->type == NX_AM_PROMISE || m->type == NX_AM_ACCEPT || m->type == NX_AM_COMMIT) {
-    put32(p, m->flag);
+    nx_put32(p, m->flag);
     memcpy(p + 4, m->bits, nb);
     p += 4 + nb;
   }
   if (m->type == NX_AM_PROMISE) {
     *p++ = m->has_acc ? 1 : 0;
     if (m->has_acc) {
-      put32(p, m->acc_b.round);
-      put32(p + 4, m->acc_b.coord);
-      put32(p + 8, m->acc_flag);
+      nx_put32(p, m->acc_b.round);
+      nx_put32(p + 4, m->acc_b.coord);
+      nx_put32(p + 8, m->acc_flag);
       memcpy(p + 12, m->acc_dead, nb);
     }
   }
@@ -85,17 +62,17 @@ int nx_agree_decode(const uint8_t *buf, size_t len, nx_agree_msg *m) {
   if (!buf || len < NX_AGREE_HDR) return NEXAR_ERR_PROTOCOL;
   if (buf[0] != NX_AGREE_VERSION || buf[2] != 0 || buf[3] != 0) return NEXAR_ERR_PROTOCOL;
   m->type = buf[1];
-  m->epoch = get64(buf + 4);
-  m->n = get32(buf + 12);
-  m->b.round = get32(buf + 16);
-  m->b.coord = get32(buf + 20);
+  m->epoch = nx_get64(buf + 4);
+  m->n = nx_get32(buf + 12);
+  m->b.round = nx_get32(buf + 16);
+  m->b.coord = nx_get32(buf + 20);
   if (m->n == 0 || m->n > NX_AGREE_MAX_N || m->b.coord >= m->n) return NEXAR_ERR_PROTOCOL;
   size_t nb = ((size_t)m->n + 7) / 8;
   size_t base = nx_agree_msg_size(m->type, 0, m->n);
   if (base == 0 || len < base) return NEXAR_ERR_PROTOCOL;
   const uint8_t *p = buf + NX_AGREE_HDR;
   if (m->type == NX_AM_PROMISE || m->type == NX_AM_ACCEPT || m->type == NX_AM_COMMIT) {
-    m->flag = get32(p);
+    m->flag = nx_get32(p);
     m->bits = p + 4;
     if (!bits_clean(m->bits, m->n)) return NEXAR_ERR_PROTOCOL;
     p += 4 + nb;
@@ -105,9 +82,9 @@ int nx_agree_decode(const uint8_t *buf, size_t len, nx_agree_msg *m) {
     m->has_acc = *p++;
     if (len != nx_agree_msg_size(m->type, m->has_acc, m->n)) return NEXAR_ERR_PROTOCOL;
     if (m->has_acc) {
-      m->acc_b.round = get32(p);
-      m->acc_b.coord = get32(p + 4);
-      m->acc_flag = get32(p + 8);
+      m->acc_b.round = nx_get32(p);
+      m->acc_b.coord = nx_get32(p + 4);
+      m->acc_flag = nx_get32(p + 8);
       m->acc_dead = p + 12;
       if (m->acc_b.coord >= m->n || m->acc_b.round == 0 || m->acc_b.round > NX_AGREE_MAX_ROUND ||
           !bits_clean(m->acc_dead, m->n))

@@ -14,21 +14,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "core/le.h"
 #include "runtime/comm.h"
 #include "runtime/request.h"
 #include "runtime/rndv.h"
 #include "transport/vmread.h"
-
-static void put64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; i++)
-    p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint64_t get64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--)
-    v = (v << 8) | p[i];
-  return v;
-}
 
 /* round of an RNDV_DONE: a reader's answer, or a sender's cancel */
 enum { NX_RNDV_ANSWER = 0, NX_RNDV_CANCEL = 1 };
@@ -55,10 +45,10 @@ void nx_rndv_answer_locked(nx_ep *ep, nx_peer *p, uint64_t id, int32_t status) {
 void nx_rndv_hello_locked(nx_ep *ep, nx_peer *p) {
   if (!ep->cfg.bulk_transport) return;
   uint8_t b[NX_PATH_HELLO_LEN];
-  put64(b, (uint64_t)getpid());
-  put64(b + 8, (uint64_t)(uintptr_t)ep->shm_cookie);
+  nx_put64(b, (uint64_t)getpid());
+  nx_put64(b + 8, (uint64_t)(uintptr_t)ep->shm_cookie);
   memcpy(b + 16, ep->shm_cookie, 16);
-  put64(b + 32, ep->bulk_lfd >= 0 ? ep->bulk_port : 0);
+  nx_put64(b + 32, ep->bulk_lfd >= 0 ? ep->bulk_port : 0);
   memcpy(b + 40, p->bulk_secret, 32);
   control(ep, p, NX_KIND_SHM_HELLO, 0, 0, b, sizeof b);
 }
@@ -98,12 +88,12 @@ int nx_rndv_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
   rv->req = req;
   rv->peer = p;
   rv->len = len;
-  put64(desc, rv->id);
+  nx_put64(desc, rv->id);
   if (p->shm_ok) {
-    put64(desc + 8, (uint64_t)getpid() | (uint64_t)niov << 32);
+    nx_put64(desc + 8, (uint64_t)getpid() | (uint64_t)niov << 32);
     for (size_t i = 0; i < niov; i++) {
-      put64(desc + 16 + 16 * i, (uint64_t)(uintptr_t)iov[i].base);
-      put64(desc + 24 + 16 * i, iov[i].len);
+      nx_put64(desc + 16 + 16 * i, (uint64_t)(uintptr_t)iov[i].base);
+      nx_put64(desc + 24 + 16 * i, iov[i].len);
     }
   } else { /* the bulk writer sends from these */
     rv->iov = malloc(niov * sizeof *iov);
@@ -113,7 +103,7 @@ int nx_rndv_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
     }
     memcpy(rv->iov, iov, niov * sizeof *iov);
     rv->niov = niov;
-    put64(desc + 8, 0);
+    nx_put64(desc + 8, 0);
     niov = 0;
   }
   nx_frame fr = *f;
@@ -188,8 +178,8 @@ static void read_main(void *arg) {
 }
 
 int nx_rndv_read_locked(nx_ep *ep, nx_msg *m, nx_recv *r) {
-  if (m->got == 16 && get64(m->buf + 8) == 0) { /* the TCP path: ask for the bytes */
-    nx_bulk_pull_locked(ep, m, r, get64(m->buf));
+  if (m->got == 16 && nx_get64(m->buf + 8) == 0) { /* the TCP path: ask for the bytes */
+    nx_bulk_pull_locked(ep, m, r, nx_get64(m->buf));
     return 0;
   }
   /* a copy of up to NX_RNDV_INLINE_MAX takes tens of microseconds: cheaper
@@ -210,7 +200,7 @@ int nx_rndv_read_locked(nx_ep *ep, nx_msg *m, nx_recv *r) {
 
 static int do_read(nx_ep *ep, nx_msg *m, nx_recv *r, int locked) {
   const uint8_t *d = m->buf;
-  uint64_t id = get64(d), w = get64(d + 8);
+  uint64_t id = nx_get64(d), w = nx_get64(d + 8);
   pid_t pid = (pid_t)(uint32_t)w;
   size_t n = (size_t)(w >> 32);
   int rc = 0;
@@ -223,8 +213,8 @@ static int do_read(nx_ep *ep, nx_msg *m, nx_recv *r, int locked) {
     snprintf(why, sizeof why, "rank %u sent a malformed rendezvous descriptor", m->f.src);
   } else {
     for (size_t i = 0; i < n; i++) {
-      remote[i].iov_base = (void *)(uintptr_t)get64(d + 16 + 16 * i);
-      remote[i].iov_len = (size_t)get64(d + 24 + 16 * i);
+      remote[i].iov_base = (void *)(uintptr_t)nx_get64(d + 16 + 16 * i);
+      remote[i].iov_len = (size_t)nx_get64(d + 24 + 16 * i);
       total += remote[i].iov_len;
     }
     for (size_t i = 0; i < r->niov; i++)
@@ -278,7 +268,7 @@ static int is_descriptor(const nx_msg *m) {
 static void drop(nx_ep *ep, nx_msg *m, int code) {
   if (m->queued) nx_match_unqueue(ep, m);
   if (m->got >= 8 && m->peer->state == NX_PEER_UP && !ep->stop)
-    control(ep, m->peer, NX_KIND_RNDV_DONE, get64(m->buf), code, NULL, 0);
+    control(ep, m->peer, NX_KIND_RNDV_DONE, nx_get64(m->buf), code, NULL, 0);
   m->answered = 1;
   nx_msg_free(ep, m);
 }
@@ -291,7 +281,7 @@ void nx_rndv_decline_locked(nx_ep *ep, nx_msg *m) {
   int code = m->f.kind == NX_KIND_COLL ? nx_coll_gave_up_code_locked(ep, m->f.comm_id, m->f.tag)
                                        : NEXAR_ERR_ABORTED;
   if (m->peer->state == NX_PEER_UP && !ep->stop)
-    control(ep, m->peer, NX_KIND_RNDV_DONE, get64(m->buf), code, NULL, 0);
+    control(ep, m->peer, NX_KIND_RNDV_DONE, nx_get64(m->buf), code, NULL, 0);
 }
 
 /* A cancel from the sender: drop its descriptor if no receive took it yet.
@@ -299,7 +289,7 @@ void nx_rndv_decline_locked(nx_ep *ep, nx_msg *m) {
  * descriptor: then it is remembered until the descriptor is complete. */
 static void on_cancel(nx_ep *ep, nx_peer *p, uint64_t id) {
   for (nx_msg *m = ep->unexp_head; m; m = m->next) {
-    if (m->peer != p || !is_descriptor(m) || !m->complete || m->got < 8 || get64(m->buf) != id)
+    if (m->peer != p || !is_descriptor(m) || !m->complete || m->got < 8 || nx_get64(m->buf) != id)
       continue;
     drop(ep, m, NEXAR_ERR_TIMEOUT);
     return;
@@ -311,7 +301,7 @@ static void on_cancel(nx_ep *ep, nx_peer *p, uint64_t id) {
 int nx_rndv_drop_cancelled_locked(nx_ep *ep, nx_msg *m) {
   nx_peer *p = m->peer;
   if (!is_descriptor(m) || m->got < 8 || !p->ncancelled) return 0;
-  uint64_t id = get64(m->buf);
+  uint64_t id = nx_get64(m->buf);
   for (unsigned i = 0; i < 8 && i < p->ncancelled; i++)
     if (p->rndv_cancelled[i] == id) {
       p->rndv_cancelled[i] = 0; /* ids start at 1 */
@@ -328,8 +318,8 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
     if (m->got == NX_PATH_HELLO_LEN && ep->cfg.bulk_transport) {
       uint8_t seen[16];
       struct iovec l = {seen, 16};
-      struct iovec r = {(void *)(uintptr_t)get64(m->buf + 8), 16};
-      pid_t pid = (pid_t)get64(m->buf);
+      struct iovec r = {(void *)(uintptr_t)nx_get64(m->buf + 8), 16};
+      pid_t pid = (pid_t)nx_get64(m->buf);
       int same = pid == getpid() ? 0 == memcmp(r.iov_base, m->buf + 16, 16)
                                  : process_vm_readv(pid, &l, 1, &r, 1, 0) == 16 &&
                                        !memcmp(seen, m->buf + 16, 16);
@@ -343,7 +333,7 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
         control(ep, p, NX_KIND_SHM_OK, 0, 0, NULL, 0);
         nx_lane_hello_locked(ep, p, m->buf + 16);
       } else {
-        nx_bulk_on_hello_locked(ep, p, (uint16_t)get64(m->buf + 32), m->buf + 40);
+        nx_bulk_on_hello_locked(ep, p, (uint16_t)nx_get64(m->buf + 32), m->buf + 40);
       }
     }
     break;
