@@ -10,6 +10,7 @@ void nx_ring_init(nx_ring *r, nx_ring_ctl *ctl, uint8_t *data, uint64_t cap, int
   r->cap = cap;
   r->pos = producer ? atomic_load(&ctl->tail) : atomic_load(&ctl->head);
   r->seen = producer ? atomic_load(&ctl->head) : 0;
+  r->check = r->pos;
 }
 
 static void put_bytes(const nx_ring *r, uint64_t at, const void *src, uint64_t n) {
@@ -27,6 +28,21 @@ static void get_bytes(const nx_ring *r, uint64_t at, void *dst, uint64_t n) {
 int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iovec *iov,
                 size_t niov, uint64_t len) {
   uint64_t need = nx_ring_record(len);
+  uint64_t off = r->pos & (r->cap - 1);
+  if (off >= r->cap / NX_RING_HOT_DIV && r->pos >= r->check) {
+    /* past the hot window: if the consumer has taken everything, start
+     * over at the ring's first byte, whose lines are likely still cached */
+    r->check = r->pos + r->cap / NX_RING_HOT_DIV;
+    uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+    if (r->pos - head > r->cap) return NEXAR_ERR_PROTOCOL;
+    r->seen = head;
+    if (head == r->pos && need <= off) {
+      uint32_t skip[2] = {0, ~0u};
+      put_bytes(r, r->pos, skip, sizeof skip); /* records are 8-aligned: it fits */
+      r->pos += r->cap - off;
+      r->check = r->pos + r->cap / NX_RING_HOT_DIV;
+    }
+  }
   uint64_t used = r->pos - r->seen; /* seen was checked when read: used <= cap */
   if (need > r->cap - used) {
     uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
@@ -53,19 +69,28 @@ int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iov
 int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[2], size_t *nv,
                  uint64_t *plen, uint64_t *adv) {
   uint64_t tail = atomic_load(&r->ctl->tail);
-  uint64_t avail = tail - r->pos;
+  uint64_t avail = tail - r->pos, at = r->pos, skipped = 0;
   if (avail == 0) return 1;
   if (avail > r->cap || avail < NX_RING_PREFIX + NX_FRAME_HDR_LEN) return NEXAR_ERR_PROTOCOL;
   uint32_t pre[2];
-  get_bytes(r, r->pos, pre, sizeof pre);
+  get_bytes(r, at, pre, sizeof pre);
+  if (pre[0] == 0 && pre[1] == ~0u) {
+    /* a skip: the record is at the ring's first byte, published with it
+     * (a skip at the first byte would skip the whole ring: too long) */
+    skipped = r->cap - (at & (r->cap - 1));
+    if (skipped + NX_RING_PREFIX + NX_FRAME_HDR_LEN > avail) return NEXAR_ERR_PROTOCOL;
+    at += skipped;
+    avail -= skipped;
+    get_bytes(r, at, pre, sizeof pre);
+  }
   if (pre[1] != ~pre[0] || pre[0] < NX_FRAME_HDR_LEN) return NEXAR_ERR_PROTOCOL;
   uint64_t len = (uint64_t)pre[0] - NX_FRAME_HDR_LEN;
   uint64_t need = nx_ring_record(len);
   if (need > avail) return NEXAR_ERR_PROTOCOL; /* tail is published after whole records */
-  get_bytes(r, r->pos + NX_RING_PREFIX, hdr, NX_FRAME_HDR_LEN);
-  uint64_t at = (r->pos + NX_RING_PREFIX + NX_FRAME_HDR_LEN) & (r->cap - 1);
-  uint64_t first = r->cap - at < len ? r->cap - at : len;
-  v[0].base = r->data + at;
+  get_bytes(r, at + NX_RING_PREFIX, hdr, NX_FRAME_HDR_LEN);
+  uint64_t off = (at + NX_RING_PREFIX + NX_FRAME_HDR_LEN) & (r->cap - 1);
+  uint64_t first = r->cap - off < len ? r->cap - off : len;
+  v[0].base = r->data + off;
   v[0].len = (size_t)first;
   *nv = 1;
   if (len > first) {
@@ -74,7 +99,7 @@ int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[
     *nv = 2;
   }
   *plen = len;
-  *adv = need;
+  *adv = skipped + need;
   return 0;
 }
 

@@ -58,6 +58,36 @@ int main(void) {
     }
   }
   CHECK(sent > 1000, "the ring moved (%u)", sent);
+  /* a ring the consumer keeps empty: the producer starts over at the first
+   * byte once past the hot window, so records stay within it (plus one) */
+  while (nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == 0)
+    nx_ring_pop(&rx, adv), recvd++;
+  CHECK(recvd == sent, "drained (%u of %u)", recvd, sent);
+  uint64_t hot = CAP / NX_RING_HOT_DIV, lap0 = tx.pos / CAP;
+  for (int i = 0; i < 500; i++) {
+    hdr_of(h, 8, sent);
+    nexar_iovec in = {buf, 8};
+    CHECK(nx_ring_put(&tx, h, &in, 1, 8) == 0, "put %d", i);
+    uint64_t off = (tx.pos - nx_ring_record(8)) & (CAP - 1);
+    CHECK(i < 3 || off < hot + nx_ring_record(8), "record at %llu, hot window %llu",
+          (unsigned long long)off, (unsigned long long)hot);
+    CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == 0 && plen == 8, "peek %d", i);
+    nx_frame f;
+    CHECK(!nx_frame_decode(got, NX_FRAME_HDR_LEN, &f) && f.tag == sent, "skip order %d", i);
+    nx_ring_pop(&rx, adv);
+    sent++;
+  }
+  CHECK(tx.pos / CAP > lap0 + 10, "the producer skipped to the first byte (%llu laps)",
+        (unsigned long long)(tx.pos / CAP - lap0));
+  /* a skip with no record published after it */
+  {
+    uint64_t p0 = rx.pos;
+    uint32_t skip[2] = {0, ~0u};
+    memcpy(data + (p0 & (CAP - 1)), skip, 8);
+    atomic_store(&ctl.tail, p0 + (CAP - (p0 & (CAP - 1))));
+    CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == NEXAR_ERR_PROTOCOL, "bare skip");
+    atomic_store(&ctl.tail, p0);
+  }
   /* corruption: a tail beyond what the ring holds */
   uint64_t pos = rx.pos;
   atomic_store(&ctl.tail, pos + CAP + 8);
