@@ -337,29 +337,49 @@ static int run_threads(int async, unsigned sleep_us) {
 
 /* ---------------------------------------------------------- processes */
 
+/* The two seeds' addresses and tokens, from the parent to its children. */
+typedef struct seeds_msg {
+  char haddr[128], htok[256], daddr[128], dtok[256];
+} seeds_msg;
+
+/* The children are forked before the parent starts any thread (the seeds
+ * run threads): a child forked from a process with threads inherits any
+ * lock one of them held at that instant, and under AddressSanitizer that
+ * is its allocator's (both children hung in it in CI). The parent sends
+ * the seeds' addresses and tokens through a pipe once they are up. */
 static int run_procs(void) {
-  nexar_seed *sh = NULL, *sd = NULL;
-  RC(nexar_seed_new(&sh, "127.0.0.1:0", 2, NULL), "seed");
-  RC(nexar_seed_new(&sd, "127.0.0.1:0", 2, NULL), "seed");
   pid_t pid[2];
+  int pfd[2][2];
   for (int i = 0; i < 2; i++) {
+    if (pipe(pfd[i])) {
+      perror("pipe");
+      return 1;
+    }
     pid[i] = fork();
     if (pid[i] == 0) {
+      seeds_msg m;
+      close(pfd[i][1]);
+      size_t got = 0;
+      while (got < sizeof m) {
+        ssize_t k = read(pfd[i][0], (char *)&m + got, sizeof m - got);
+        if (k <= 0) _exit(4); /* the parent failed to start the seeds */
+        got += (size_t)k;
+      }
+      close(pfd[i][0]);
       nexar_device_adapter ad;
       pd_adapter(&ad, 0, 0);
       nexar_config hc, dc;
       nexar_config_default(&hc);
       nexar_config_default(&dc);
-      hc.cluster_token = dc.cluster_token = NULL;
-      hc.cluster_token = nexar_seed_token(sh);
-      dc.cluster_token = nexar_seed_token(sd);
+      hc.cluster_token = m.htok;
+      dc.cluster_token = m.dtok;
       dc.adapter = &ad;
       env e = {0};
-      RC(nexar_join(&e.h, nexar_seed_addr(sh), &hc), "join host");
+      RC(nexar_join(&e.h, m.haddr, &hc), "join host");
       /* the seed numbers ranks by arrival: host rank 1 joins the second
        * world a little later, so both worlds number the processes alike */
       if (nexar_rank(e.h)) usleep(500000);
-      RC(nexar_join(&e.d, nexar_seed_addr(sd), &dc), "join device");
+      RC(nexar_join(&e.d, m.daddr, &dc), "join device");
       e.r = nexar_rank(e.d);
       e.n = 2;
       if (nexar_rank(e.h) != e.r) { /* match the ranks of the two worlds */
@@ -372,8 +392,26 @@ static int run_procs(void) {
       nexar_client_del(e.d);
       _exit(failures ? 1 : 0);
     }
+    close(pfd[i][0]);
   }
-  int bad = 0;
+  nexar_seed *sh = NULL, *sd = NULL;
+  seeds_msg m = {0};
+  int ok =
+      !nexar_seed_new(&sh, "127.0.0.1:0", 2, NULL) && !nexar_seed_new(&sd, "127.0.0.1:0", 2, NULL);
+  if (ok) {
+    snprintf(m.haddr, sizeof m.haddr, "%s", nexar_seed_addr(sh));
+    snprintf(m.htok, sizeof m.htok, "%s", nexar_seed_token(sh));
+    snprintf(m.daddr, sizeof m.daddr, "%s", nexar_seed_addr(sd));
+    snprintf(m.dtok, sizeof m.dtok, "%s", nexar_seed_token(sd));
+    ok = strlen(nexar_seed_token(sh)) < sizeof m.htok &&
+         strlen(nexar_seed_token(sd)) < sizeof m.dtok;
+  }
+  if (!ok) FAIL("seeds: %s", nexar_last_error());
+  for (int i = 0; i < 2; i++) {
+    if (ok && write(pfd[i][1], &m, sizeof m) != (ssize_t)sizeof m) FAIL("pipe to process %d", i);
+    close(pfd[i][1]); /* (a child that got nothing exits 4) */
+  }
+  int bad = ok ? 0 : 1;
   for (int i = 0; i < 2; i++) {
     int st = 0;
     waitpid(pid[i], &st, 0);
