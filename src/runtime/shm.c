@@ -464,8 +464,11 @@ static void bell_reset(nx_shm *s) {
     atomic_store(&s->rx.ctl->bell, 0);
 }
 
-const nx_ring_ctl *nx_shm_rx_ctl_locked(const nx_peer *p) {
-  return p->shm && !atomic_load(&p->shm->dead) ? p->shm->rx.ctl : NULL;
+const nx_ring_ctl *nx_shm_rx_ctl_locked(const nx_peer *p, const uint8_t **next) {
+  if (!p->shm || atomic_load(&p->shm->dead)) return NULL;
+  const nx_ring *r = &p->shm->rx;
+  *next = r->data + (r->pos & (r->cap - 1));
+  return r->ctl;
 }
 
 int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_iovec *iov,
