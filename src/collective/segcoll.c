@@ -115,13 +115,17 @@ static int chunks(const nx_job *j, uint32_t n) {
   if (j->kind == NX_COLL_ALL_GATHER)
     return nx_algo_force_allgather < 0 && n != 2 &&
            j->count * j->es <= NX_CSEG_GATHER_CHUNKS * chunk_bytes(n);
-  /* A broadcast, any n: the root writes each chunk once (running up to two
-   * ahead: nowait), each reader copies it out while the root writes the
-   * next. process_vm_readv (single copy) pins every page it reads and moved
-   * 1 MiB in 112 us here, memcpy in 26; measured with nexar-perf broadcast
-   * --procs (see README) this beats single copy at every size above a
-   * buffer. */
-  if (j->kind == NX_COLL_BROADCAST) return nx_algo_force_broadcast < 0;
+  /* A broadcast from three ranks on: the root writes each chunk once
+   * (running up to two ahead: nowait), each reader copies it out while the
+   * root writes the next. process_vm_readv (single copy) pins every page it
+   * reads and moved 1 MiB in 112 us here, memcpy in 26; measured with
+   * nexar-perf broadcast --procs (see README) this beat single copy at
+   * every size above a buffer. Between two ranks single copy measured
+   * faster later (nexar-perf broadcast --procs n=2, 3 alternating runs:
+   * 2 MiB 280-293 -> 107-129 us, 8 MiB 1.17-1.23 -> 0.44-0.48 ms, 32 MiB
+   * 4.5-4.7 -> 3.3-3.4 ms), as the one reader copies once instead of
+   * waiting for the root's copy of each chunk. */
+  if (j->kind == NX_COLL_BROADCAST) return nx_algo_force_broadcast < 0 && n != 2;
   if (n > NX_CSEG_CHUNK_RANKS) return 0;
   if (j->kind == NX_COLL_ALL_REDUCE) return nx_algo_force_allreduce < 0;
   return j->kind == NX_COLL_REDUCE;
