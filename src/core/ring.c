@@ -32,7 +32,6 @@ int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iov
   if (off >= r->cap / NX_RING_HOT_DIV && r->pos >= r->check) {
     /* past the hot window: if the consumer has taken everything, start
      * over at the ring's first byte, whose lines are likely still cached */
-    r->check = r->pos + r->cap / NX_RING_HOT_DIV;
     uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
     if (r->pos - head > r->cap) return NEXAR_ERR_PROTOCOL;
     r->seen = head;
@@ -40,8 +39,8 @@ int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iov
       uint32_t skip[2] = {0, ~0u};
       put_bytes(r, r->pos, skip, sizeof skip); /* records are 8-aligned: it fits */
       r->pos += r->cap - off;
-      r->check = r->pos + r->cap / NX_RING_HOT_DIV;
     }
+    r->check = r->pos + r->cap / NX_RING_HOT_DIV; /* the next look: a window on */
   }
   uint64_t used = r->pos - r->seen; /* seen was checked when read: used <= cap */
   if (need > r->cap - used) {
