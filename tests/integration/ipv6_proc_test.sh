@@ -83,7 +83,8 @@ start_seed '[::1]:0' 2
 workers 2 NEXAR_BULK_TCP_LOCAL=1 MESH_WANT_BULK=2
 
 step "torchrun variables with MASTER_ADDR=::1"
-port=$((20000 + RANDOM % 12000))
+. "$(dirname "$0")/port_lib.sh"
+port=$(free_port) || exit 1
 pids=()
 for r in 0 1; do
   env MASTER_ADDR=::1 MASTER_PORT=$port RANK=$r WORLD_SIZE=2 NEXAR_CLUSTER_TOKEN=ipv6-torchrun-tok \

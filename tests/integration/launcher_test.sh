@@ -37,6 +37,7 @@ cleanup() {
   for _ in 1 2 3 4 5; do rm -rf "$T" 2>/dev/null && break; sleep 0.2; done
 }
 trap cleanup EXIT
+. "$(dirname "$0")/port_lib.sh"
 export NEXAR_CLUSTER_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 unset NEXAR_SEED_ADDR MASTER_ADDR MASTER_PORT RANK WORLD_SIZE PMI_FD PMIX_RANK SLURM_PROCID
 
@@ -84,7 +85,7 @@ start_slurm() {
   if [ "$(id -u)" != 0 ]; then echo "SKIP: a Slurm cluster needs root here"; exit 77; fi
   local h p
   h=$(hostname)
-  p=$((20000 + RANDOM % 12000))
+  p=$(free_port 2) || exit 1
   head -c 1024 /dev/urandom > "$T/munge.key"
   chmod 400 "$T/munge.key"
   /usr/sbin/munged --force --key-file="$T/munge.key" --socket="$T/munge.sock" \
@@ -154,7 +155,7 @@ slurm)
   check Slurm "$T/out"
   echo "ok srun -n 4 (Slurm variables, seed on the first node of SLURM_STEP_NODELIST)"
   # a second step of the same job... and an explicit port
-  timeout 60 srun -n 4 env NEXAR_DEBUG=info NEXAR_SEED_PORT=$((20000 + RANDOM % 12000)) \
+  timeout 60 srun -n 4 env NEXAR_DEBUG=info NEXAR_SEED_PORT=$(free_port) \
     LAUNCH_RANK_VAR=SLURM_PROCID LAUNCH_WORLD_VAR=SLURM_NTASKS "$W" > "$T/out" 2>&1
   check Slurm "$T/out"
   grep -q "(port NEXAR_SEED_PORT)" "$T/out" || { echo "FAIL: NEXAR_SEED_PORT not used"; exit 1; }
@@ -200,8 +201,14 @@ mpirun)
   mpirun_run -x NEXAR_CLUSTER_TOKEN -x NEXAR_PMIX_LIB=/nonexistent/libpmix.so.2 > "$T/out" 2>&1
   refused "cannot be loaded.*or set NEXAR_SEED_HOST and NEXAR_SEED_PORT" "$T/out" $?
   # ... which forms the world from OMPI_COMM_WORLD_RANK/SIZE when asked for
-  mpirun_run -x NEXAR_CLUSTER_TOKEN -x NEXAR_PMIX_LIB=/nonexistent/libpmix.so.2 \
-    -x NEXAR_SEED_HOST=127.0.0.1 -x NEXAR_SEED_PORT=$((20000 + RANDOM % 12000)) > "$T/out" 2>&1
+  # (the port is checked free, yet a test running alongside may bind it
+  # first: such a run gets one more attempt on another port)
+  for attempt in 1 2; do
+    mpirun_run -x NEXAR_CLUSTER_TOKEN -x NEXAR_PMIX_LIB=/nonexistent/libpmix.so.2 \
+      -x NEXAR_SEED_HOST=127.0.0.1 -x NEXAR_SEED_PORT=$(free_port) > "$T/out" 2>&1
+    grep -q "Address already in use" "$T/out" || break
+    echo "note: the seed port was taken before rank 0 could listen (attempt $attempt)"
+  done
   check "Open MPI variables (PMIx unusable" "$T/out"
   echo "ok mpirun without libpmix: refused, or the OMPI_COMM_WORLD_* fallback with NEXAR_SEED_HOST/PORT"
   ;;
@@ -214,7 +221,7 @@ mpiexec)
   ;;
 torchrun)
   need torchrun
-  p=$((20000 + RANDOM % 12000))
+  p=$(free_port 6) || exit 1
   # --redirects/--tee: torchrun 1.13 on Python 3.11 crashes otherwise
   timeout 90 torchrun --no_python --nproc_per_node=4 --redirects 1 --tee 1 --master_port $p \
     env NEXAR_DEBUG=info LAUNCH_RANK_VAR=RANK LAUNCH_WORLD_VAR=WORLD_SIZE "$W" > "$T/out" 2>&1
@@ -251,7 +258,7 @@ env)
   echo "ok mpiexec with NEXAR_WORLD_SIZE=3: refused"
   # rank 0 alone cannot host the seed (its port is taken): the others learn
   # why through the launcher instead of waiting
-  p=$((20000 + RANDOM % 12000))
+  p=$(free_port) || exit 1
   /usr/bin/python3 -c "import socket,time;s=socket.socket();s.bind(('0.0.0.0',$p));s.listen();time.sleep(60)" &
   busy=$!
   PIDS+=($busy)
@@ -276,7 +283,7 @@ env)
   echo "ok Slurm variables: malformed node list, rank outside the world, inconsistent sizes"
   # ranks that disagree on the world: the one that differs is refused by the
   # seed at once, the seed's own rank gives up after its connect timeout
-  p=$((20000 + RANDOM % 12000))
+  p=$(free_port 6) || exit 1
   env MASTER_ADDR=127.0.0.1 MASTER_PORT=$p RANK=0 WORLD_SIZE=2 NEXAR_CONNECT_TIMEOUT_MS=4000 \
     timeout 30 "$W" > "$T/r0" 2>&1 &
   r0=$!

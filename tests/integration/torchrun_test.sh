@@ -6,7 +6,8 @@
 #   torchrun_test.sh <mesh_worker>
 set -u
 W=$1
-port=$((20000 + RANDOM % 20000))
+. "$(dirname "$0")/port_lib.sh"
+port=$(free_port 9) || exit 1
 run_world() { # env... : three ranks, all must succeed
   local pids=() rc=0
   for r in 0 1 2; do

@@ -47,9 +47,20 @@ def test_torchrun_variables():
     """init_from_env with MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE (rank 0
     hosts the seed) and a shared NEXAR_CLUSTER_TOKEN: each gets RANK."""
     import random
+    import socket
     import secrets
 
-    port = random.randint(20000, 40000)
+    # a port below Linux's ephemeral range (32768-60999) that nothing here
+    # has bound now: tests run alongside (ctest -j) pick ports too
+    while True:
+        port = random.randint(20000, 31999)
+        try:
+            for kind in (socket.SOCK_STREAM, socket.SOCK_DGRAM):
+                with socket.socket(socket.AF_INET, kind) as s:
+                    s.bind(("0.0.0.0", port))
+            break
+        except OSError:
+            continue
     tok = secrets.token_hex(16)
     code = ("import nexar, array\n"
             "with nexar.init_from_env() as c:\n"
