@@ -1,10 +1,10 @@
 /* Elastic membership in one process (ranks as threads, loopback): a world of
- * 2 formed through a seed grows to 4 when two joiners arrive, shrinks by a
- * leave, and a seed with elastic_max_world = 3 admits one of two waiting
- * joiners. Every rank checks the new view (epoch, world, elastic info, ranks
- * of the joiners) and an allreduce over it.
- *   elastic_local_test            (the processes-in-namespaces test is
- *                                  tests/integration/elastic_test.sh) */
+ * 2 formed through a seed grows to 4 when two joiners arrive (at once, then
+ * one after the other: 2 -> 3 -> 4, where the first joiner takes part in the
+ * checkpoint that admits the second), shrinks by a leave, and a seed with elastic_max_world = 3
+ * admits one of two waiting joiners. Every rank checks the new view (epoch, world, elastic info,
+ * ranks of the joiners) and an allreduce over it. elastic_local_test            (the
+ * processes-in-namespaces test is tests/integration/elastic_test.sh) */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,6 +29,7 @@ typedef struct rank_arg {
   int leave;           /* leave at the first checkpoint */
   nexar_elastic_info info;
   double join_ms;
+  atomic_int joined; /* nexar_join returned: 1 with 0, -1 with an error */
 } rank_arg;
 
 static double now_ms(void) {
@@ -37,12 +38,24 @@ static double now_ms(void) {
   return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
 }
 
+static void *member_main(void *p);
+
+/* A joiner; with grow_to set it then checkpoints as a member until the view
+ * has grow_to ranks: the seed may admit joiners at different checkpoints
+ * (one arrived after it offered the other, as under load in CI), and the
+ * view that admitted the first needs it in the next checkpoint. */
 static void *join_main(void *p) {
   rank_arg *a = p;
   double t0 = now_ms();
   a->rc = nexar_join(&a->c, a->seed, &a->cfg);
   a->join_ms = now_ms() - t0;
-  if (!a->rc) nexar_elastic_info_get(a->c, &a->info);
+  if (a->rc) {
+    atomic_store(&a->joined, -1);
+    return NULL;
+  }
+  nexar_elastic_info_get(a->c, &a->info);
+  atomic_store(&a->joined, 1);
+  if (a->grow_to && (int)nexar_world_size(a->c) != atomic_load(a->grow_to)) member_main(a);
   return NULL;
 }
 
@@ -116,7 +129,10 @@ static void all_sum(rank_arg **v, int n, const char *what) {
   }
 }
 
-static void grow_and_shrink(void) {
+/* Two joiners grow a world of 2 to 4, then a rank leaves. staggered: the
+ * second joiner starts once the first is in (2 -> 3 -> 4); else both start
+ * at once, and the seed admits them at one checkpoint or at two. */
+static void grow_and_shrink(int staggered) {
   const char *token = "elastic-local-test-token";
   nexar_config cfg = base_cfg(token);
   nexar_seed *s = NULL;
@@ -128,13 +144,19 @@ static void grow_and_shrink(void) {
   /* two joiners arrive while the members run checkpoints */
   atomic_int grow_to = 4;
   pthread_t t[MAXR];
-  for (int i = 2; i < 4; i++) {
-    a[i] = (rank_arg){.seed = nexar_seed_addr(s), .cfg = base_cfg(token), .joiner = 1};
-    pthread_create(&t[i], NULL, join_main, &a[i]);
-  }
-  for (int i = 0; i < 2; i++) {
+  for (int i = 2; i < 4; i++)
+    a[i] = (rank_arg){
+        .seed = nexar_seed_addr(s), .cfg = base_cfg(token), .joiner = 1, .grow_to = &grow_to};
+  for (int i = 0; i < 2; i++)
     a[i].grow_to = &grow_to;
+  pthread_create(&t[2], NULL, join_main, &a[2]);
+  if (!staggered) pthread_create(&t[3], NULL, join_main, &a[3]);
+  for (int i = 0; i < 2; i++)
     pthread_create(&t[i], NULL, member_main, &a[i]);
+  if (staggered) {
+    for (int w = 0; w < 60000 && !atomic_load(&a[2].joined); w++)
+      usleep(1000);
+    pthread_create(&t[3], NULL, join_main, &a[3]);
   }
   for (int i = 0; i < 4; i++)
     pthread_join(t[i], NULL);
@@ -142,21 +164,33 @@ static void grow_and_shrink(void) {
     CHECK(a[i].rc == 0, "grow: rank slot %d: %s", i, nexar_strerror(a[i].rc));
     if (a[i].rc) return;
   }
+  /* both joiners at one checkpoint (epoch 1: 2 -> 4), or one at each
+   * (epoch 2: 2 -> 3 -> 4, the last view's info says 3 -> 4) */
+  uint64_t grown = a[0].info.epoch;
+  CHECK(staggered ? grown == 2 : grown == 1 || grown == 2, "grow: epoch %llu",
+        (unsigned long long)grown);
+  int fresh = 0;
   for (int i = 0; i < 4; i++) {
     nexar_elastic_info *e = &a[i].info;
-    CHECK(nexar_world_size(a[i].c) == 4 && e->new_world == 4 && e->old_world == 2 &&
-              e->joined == 2 && e->left == 0 && e->epoch == 1,
+    CHECK(nexar_world_size(a[i].c) == 4 && e->new_world == 4 && e->old_world == 2 + grown - 1 &&
+              e->joined == 3 - grown && e->left == 0 && e->epoch == grown,
           "grow: slot %d: world %u, info new %u old %u joined %u left %u epoch %llu", i,
           nexar_world_size(a[i].c), e->new_world, e->old_world, e->joined, e->left,
           (unsigned long long)e->epoch);
-    CHECK(e->i_am_new == (i >= 2), "grow: slot %d: i_am_new %d", i, e->i_am_new);
+    CHECK(i >= 2 || !e->i_am_new, "grow: slot %d: i_am_new %d", i, e->i_am_new);
+    fresh += e->i_am_new;
     /* members keep their rank (nobody left), joiners come after them */
     CHECK(i < 2 ? nexar_rank(a[i].c) == e->old_rank && e->old_rank < 2
-                : nexar_rank(a[i].c) >= 2 && e->old_rank == UINT32_MAX,
+                : nexar_rank(a[i].c) >= 2 &&
+                      (e->i_am_new ? e->old_rank == UINT32_MAX : e->old_rank == 2),
           "grow: slot %d has rank %u (old rank %u)", i, nexar_rank(a[i].c), e->old_rank);
     CHECK(nexar_comm_id(a[i].c) == nexar_comm_id(a[0].c), "grow: slot %d: another comm id", i);
   }
-  printf("ok   grow 2 -> 4: joiners waited %.0f and %.0f ms\n", a[2].join_ms, a[3].join_ms);
+  CHECK(fresh == 3 - (int)grown, "grow: %d ranks new in the last view (epoch %llu)", fresh,
+        (unsigned long long)grown);
+  printf("ok   grow 2 -> 4%s in %llu step(s): joiners waited %.0f and %.0f ms\n",
+         staggered ? " (joiners one after the other)" : "", (unsigned long long)grown, a[2].join_ms,
+         a[3].join_ms);
   rank_arg *v[MAXR] = {&a[0], &a[1], &a[2], &a[3]};
   all_sum(v, 4, "grow");
   /* rank 1 leaves: the others get a view of 3 */
@@ -176,7 +210,7 @@ static void grow_and_shrink(void) {
       continue;
     }
     if (!a[i].c) continue;
-    CHECK(nexar_world_size(a[i].c) == 3 && a[i].info.left == 1 && a[i].info.epoch == 2,
+    CHECK(nexar_world_size(a[i].c) == 3 && a[i].info.left == 1 && a[i].info.epoch == grown + 1,
           "shrink: slot %d: world %u left %u epoch %llu", i, nexar_world_size(a[i].c),
           a[i].info.left, (unsigned long long)a[i].info.epoch);
     v[k++] = &a[i];
@@ -228,7 +262,8 @@ static void max_world(void) {
 
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  grow_and_shrink();
+  grow_and_shrink(0);
+  grow_and_shrink(1);
   max_world();
   printf("elastic_local_test: %d failure(s)\n", atomic_load(&g_fail));
   return g_fail ? 1 : 0;
