@@ -1,10 +1,11 @@
-/* Elastic membership in one process (ranks as threads, loopback): a world of
- * 2 formed through a seed grows to 4 when two joiners arrive (at once, then
- * one after the other: 2 -> 3 -> 4, where the first joiner takes part in the
- * checkpoint that admits the second), shrinks by a leave, and a seed with elastic_max_world = 3
- * admits one of two waiting joiners. Every rank checks the new view (epoch, world, elastic info,
- * ranks of the joiners) and an allreduce over it. elastic_local_test            (the
- * processes-in-namespaces test is tests/integration/elastic_test.sh) */
+/* Elastic membership in one process (ranks as threads, loopback): a world
+ * of 2 formed through a seed grows to 4 when two joiners arrive (at once,
+ * then one after the other: 2 -> 3 -> 4, where the first joiner takes part
+ * in the checkpoint that admits the second), shrinks by a leave, and a seed
+ * with elastic_max_world = 3 admits one of two waiting joiners. Every rank
+ * checks the new view (epoch, world, elastic info, ranks of the joiners)
+ * and an allreduce over it. The processes-in-namespaces test is
+ * tests/integration/elastic_test.sh. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
