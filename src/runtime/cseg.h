@@ -105,6 +105,10 @@ typedef struct nx_cseg_sig {
  * n = 8 on 2 cores, a broadcast of 8 B costs about a context switch per
  * NX_CSEG_BDEPTH / n calls instead of one per call. */
 #define NX_CSEG_BDEPTH 128u
+/* Up to this many ranks, a segment's broadcast entries are mapped in at
+ * set-up (cseg.c, populate): 1.2 KiB x NX_CSEG_BDEPTH per rank, 2.4 MiB at
+ * 16 ranks. */
+#define NX_CSEG_POPULATE_RANKS 16u
 #define NX_CSEG_BCAST_MAX 1024u
 #define NX_CSEG_BCAST_RANKS 64u
 /* How long a waiter that counted itself a sleeper keeps looking before it
