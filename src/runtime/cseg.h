@@ -5,8 +5,11 @@
  * Layout (all offsets fixed by the member count n and nx_cseg_slot(n), which
  * both sides compute themselves): a header, then one control block per rank
  * (nx_cseg_ctl, four cache lines), then per rank two data buffers of
- * nx_cseg_slot(n) bytes (parity: collective sequence & 1). Pages are only
- * backed once written, so a segment costs what its collectives use.
+ * nx_cseg_slot(n) bytes (parity: collective sequence & 1), then the small
+ * broadcasts' entries. The data buffers' pages are only backed once written,
+ * so a segment costs what its collectives use; the control blocks and (up
+ * to NX_CSEG_POPULATE_RANKS ranks) the broadcast entries are mapped in at
+ * set-up.
  *
  * Every collective a rank begins on the communicator, whatever its path,
  * stores entered = its sequence. Protocol of one collective with sequence
