@@ -29,7 +29,8 @@ int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iov
                 size_t niov, uint64_t len) {
   uint64_t need = nx_ring_record(len);
   uint64_t off = r->pos & (r->cap - 1);
-  if (off >= r->cap / NX_RING_HOT_DIV && r->pos >= r->check) {
+  uint64_t hot = nx_ring_hot(r->cap, need);
+  if (off >= hot && r->pos >= r->check) {
     /* past the hot window: if the consumer has taken everything, start
      * over at the ring's first byte, whose lines are likely still cached */
     uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
@@ -40,7 +41,7 @@ int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iov
       put_bytes(r, r->pos, skip, sizeof skip); /* records are 8-aligned: it fits */
       r->pos += r->cap - off;
     }
-    r->check = r->pos + r->cap / NX_RING_HOT_DIV; /* the next look: a window on */
+    r->check = r->pos + hot; /* the next look: a window on */
   }
   uint64_t used = r->pos - r->seen; /* seen was checked when read: used <= cap */
   if (need > r->cap - used) {

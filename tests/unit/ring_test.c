@@ -63,13 +63,16 @@ int main(void) {
   while (nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == 0)
     nx_ring_pop(&rx, adv), recvd++;
   CHECK(recvd == sent, "drained (%u of %u)", recvd, sent);
-  uint64_t hot = CAP / NX_RING_HOT_DIV, lap0 = tx.pos / CAP;
+  uint64_t hot = nx_ring_hot(CAP, nx_ring_record(8)), lap0 = tx.pos / CAP;
+  int restarted = 0;
   for (int i = 0; i < 500; i++) {
     hdr_of(h, 8, sent);
     nexar_iovec in = {buf, 8};
     CHECK(nx_ring_put(&tx, h, &in, 1, 8) == 0, "put %d", i);
     uint64_t off = (tx.pos - nx_ring_record(8)) & (CAP - 1);
-    CHECK(i < 3 || off < hot + nx_ring_record(8), "record at %llu, hot window %llu",
+    /* (the window the larger records before left is used up first) */
+    restarted |= off == 0;
+    CHECK(!restarted || off < hot + nx_ring_record(8), "record at %llu, hot window %llu",
           (unsigned long long)off, (unsigned long long)hot);
     CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == 0 && plen == 8, "peek %d", i);
     nx_frame f;
@@ -77,8 +80,26 @@ int main(void) {
     nx_ring_pop(&rx, adv);
     sent++;
   }
+  CHECK(restarted, "the producer started over at the first byte");
   CHECK(tx.pos / CAP > lap0 + 10, "the producer skipped to the first byte (%llu laps)",
         (unsigned long long)(tx.pos / CAP - lap0));
+  /* larger records: the window holds NX_RING_HOT_RECORDS of them, so the
+   * producer does not start over after every one */
+  {
+    uint64_t big = 500, rec = nx_ring_record(big), laps = tx.pos / CAP;
+    CHECK(nx_ring_hot(CAP, rec) == NX_RING_HOT_RECORDS * rec, "window of big records");
+    int records = 0;
+    for (int i = 0; i < 100; i++) {
+      hdr_of(h, big, sent);
+      nexar_iovec in = {buf, big};
+      CHECK(nx_ring_put(&tx, h, &in, 1, big) == 0, "big put %d", i);
+      CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == 0 && plen == big, "big peek %d", i);
+      nx_ring_pop(&rx, adv);
+      sent++, records++;
+    }
+    uint64_t per_lap = (uint64_t)records / (tx.pos / CAP - laps);
+    CHECK(per_lap >= NX_RING_HOT_RECORDS, "%llu big records a lap", (unsigned long long)per_lap);
+  }
   /* a skip with no record published after it */
   {
     uint64_t p0 = rx.pos;
