@@ -352,8 +352,9 @@ static inline uint64_t nx_spin_for_bytes(uint64_t n) {
 #define NX_SPIN_SEND_MAX (4u << 20) /* a waiting send counts this many at most */
 /* Spinning waiters with shared-memory rings: ring-only passes per full one.
  * (256 when every peer is on this host was tried: in alternating nexar-perf
- * runs at n = 2 no gain at 8 B, and a same-host rendezvous' answer comes by
- * the lane, so 1 MiB ping-pong took 120 us instead of 114, medians of 8.) */
+ * runs at n = 2 no gain at 8 B, and a same-host rendezvous' answer came by
+ * the lane then, so 1 MiB ping-pong took 120 us instead of 114, medians of
+ * 8; it comes by the ring now, when the ring has room.) */
 #define NX_LIGHT_PASSES 32
 static inline void nx_cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
