@@ -231,13 +231,17 @@ torchrun)
   # with c10d rendezvous torchrun picks MASTER_PORT itself: it binds a free
   # port, closes it and hands the number to the workers, so another process
   # may take it first (seen once in CI: "listen on 0.0.0.0:P: Address already
-  # in use" on rank 0); that is torchrun's race, so it gets one more attempt
-  for attempt in 1 2; do
+  # in use" on rank 0, twice in a row once); that is torchrun's race, so it
+  # gets more attempts, each on a new rendezvous port, and a taken port's
+  # holder is shown
+  for attempt in 1 2 3 4; do
     timeout 90 torchrun --no_python --nproc_per_node=4 --redirects 1 --tee 1 --rdzv_backend c10d \
-      --rdzv_endpoint 127.0.0.1:$((p + 3 + attempt)) --rdzv_id nx$$a$attempt \
+      --rdzv_endpoint 127.0.0.1:$(free_port) --rdzv_id nx$$a$attempt \
       env NEXAR_DEBUG=info LAUNCH_RANK_VAR=RANK LAUNCH_WORLD_VAR=WORLD_SIZE "$W" > "$T/out" 2>&1
     grep -q "Address already in use" "$T/out" || break
-    echo "note: torchrun's MASTER_PORT was taken before rank 0 could listen (attempt $attempt)"
+    taken=$(grep -o "listen on 0.0.0.0:[0-9]*" "$T/out" | head -1 | cut -d: -f2)
+    echo "note: torchrun's MASTER_PORT $taken was taken before rank 0 could listen (attempt $attempt):"
+    [ -n "$taken" ] && ss -Htuanp "( sport = :$taken )" 2>/dev/null | head -5
   done
   check torchrun "$T/out"
   grep -q "(port MASTER_PORT)" "$T/out" || { echo "FAIL: seed not on MASTER_PORT"; cat "$T/out"; exit 1; }
