@@ -356,24 +356,16 @@ int nx_shm_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iov
                        size_t niov, uint64_t len, nexar_request *req) {
   if (!usable(p)) return 0;
   nx_shm *s = p->shm;
-  if (f->kind == NX_KIND_COLL) {
+  if (f->kind == NX_KIND_COLL || f->kind == NX_KIND_RNDV_DONE) {
+    /* no order needed (unique keys; a rendezvous' answer or a sender's
+     * cancel): by the ring when it has room, where a waiting sender's every
+     * pass looks, not by the lane, which it reads on every 32nd */
     if (len > NX_RNDV_COLL_MIN) return 0;
     uint8_t hdr[NX_FRAME_HDR_LEN];
     nx_frame_encode(f, hdr);
     int rc = put(ep, s, hdr, iov, niov, len);
     if (rc < 0) return rc;
     if (rc == 1) return 0; /* full: the lane or QUIC takes it */
-  } else if (f->kind == NX_KIND_RNDV_DONE) {
-    /* a rendezvous' answer (or a sender's cancel) needs no order: by the
-     * ring when it has room, where a waiting sender's every pass looks,
-     * not by the lane, which it reads on every 32nd */
-    uint8_t hdr[NX_FRAME_HDR_LEN];
-    nx_frame_encode(f, hdr);
-    int rc = put(ep, s, hdr, NULL, 0, 0);
-    if (rc < 0) return rc;
-    if (rc == 1) return 0;
-    p->st.messages_sent++;
-    return 1;
   } else if (f->kind == NX_KIND_P2P) {
     if (!p2p_switch(ep, s)) return 0;
     int eager = len <= NX_SHM_EAGER_MAX || !req;
@@ -436,7 +428,7 @@ static int record_frame(const nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN], u
   if (nx_frame_decode(hdr, NX_FRAME_HDR_LEN, f) || f->src != p->rank ||
       (f->kind != NX_KIND_P2P && f->kind != NX_KIND_COLL && f->kind != NX_KIND_RNDV_DONE))
     return NEXAR_ERR_PROTOCOL;
-  if (f->kind == NX_KIND_RNDV_DONE && (f->length || plen || (f->flags & NX_FLAG_RNDV)))
+  if (f->kind == NX_KIND_RNDV_DONE && (f->length || (f->flags & NX_FLAG_RNDV)))
     return NEXAR_ERR_PROTOCOL;
   int rndv = (f->flags & NX_FLAG_RNDV) != 0;
   uint64_t wire = rndv ? (uint64_t)(uint32_t)f->status : f->length;
