@@ -254,7 +254,7 @@ int nexar_elastic_checkpoint(nexar_client *c, nexar_client **out) {
   if (rc) return rc;
   nx_ep *ep = c->ep;
   pthread_mutex_lock(&ep->mu);
-  int busy = c->colls != NULL;
+  int busy = nx_coll_inflight_locked(c);
   uint64_t k = ++c->checkpoints;
   pthread_mutex_unlock(&ep->mu);
   if (busy)

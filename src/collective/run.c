@@ -198,7 +198,8 @@ static void dev_drop(void *arg) {
 /* Ends the collective (reporting rc to the peers), then frees the scratch:
  * only nx_coll_end guarantees no receive still targets it. */
 static int end_job(nx_job *j, int rc) {
-  rc = nx_coll_end(j->k, rc);
+  /* a segment collective runs on the caller's thread, with no request */
+  rc = !rc && j->seg ? nx_coll_end_quick(j->k) : nx_coll_end(j->k, rc);
   j->k = NULL;
   for (size_t i = 0; i < NX_JOB_SCRATCH; i++) {
     if (!j->scratch[i]) continue; /* most calls have none: no call to free */

@@ -411,14 +411,21 @@ static int arrived(void *arg, uint32_t *who) {
   for (; o->next < s->n; o->next++) {
     uint32_t r = o->next;
     if (r == s->me) continue;
-    /* entered, then msg, then the arrival: seeing it past seq, or marked,
-     * means seeing its arrival at seq if it made one */
     nx_cseg_ctl *w = &s->ctl[r];
-    uint64_t e0 = atomic_load_explicit(&w->entered, memory_order_acquire);
-    uint64_t mv = atomic_load(&w->msg);
-    uint64_t av = atomic_load(&w->arrive[p]);
-    uint64_t e1 = av > o->seq + 1 ? atomic_load(&w->entered) : e0;
-    int st = nx_cseg_arrival(av, mv, e0, e1, o->seq);
+    /* its arrival first: there, it is all we read of its words (the line
+     * of entered and msg, which it stores at every collective, stays in
+     * its cache) */
+    uint64_t av = atomic_load_explicit(&w->arrive[p], memory_order_acquire);
+    int st = 1;
+    if (av != o->seq + 1) {
+      /* entered, then msg, then the arrival: seeing it past seq, or
+       * marked, means seeing its arrival at seq if it made one */
+      uint64_t e0 = atomic_load_explicit(&w->entered, memory_order_acquire);
+      uint64_t mv = atomic_load(&w->msg);
+      av = atomic_load(&w->arrive[p]);
+      uint64_t e1 = av > o->seq + 1 ? atomic_load(&w->entered) : e0;
+      st = nx_cseg_arrival(av, mv, e0, e1, o->seq);
+    }
     if (st == 0) {
       *who = r;
       return 0;
@@ -454,6 +461,8 @@ static int bring_free(void *arg, uint32_t *who) {
   return s->npend && o->seq >= NX_CSEG_BDEPTH ? check_pending(o, o->seq - NX_CSEG_BDEPTH, who) : 1;
 }
 
+static int bring_state(segop *o, uint32_t root, uint64_t held, uint64_t e0, uint32_t *who);
+
 /* Small broadcast, reader: the root's entry of seq, with our signature. */
 static int bring_ready(void *arg, uint32_t *who) {
   segop *o = arg;
@@ -461,13 +470,22 @@ static int bring_ready(void *arg, uint32_t *who) {
   uint32_t root = o->j->root;
   nx_cseg_ctl *w = &s->ctl[root];
   nx_cseg_bent *e = nx_cseg_bentry(s, root, o->seq);
-  uint64_t e0 = atomic_load_explicit(&w->entered, memory_order_acquire);
+  /* The entry first: found, it is all we read of the root's (its entered
+   * line stays in its cache, where its next store to it goes at once) */
   uint64_t held = atomic_load_explicit(&e->seq, memory_order_acquire);
-  if (held == o->seq + 1) {
-    nx_cseg_sig theirs = e->sig;
-    return memcmp(&theirs, &o->sig, sizeof theirs) ? mismatch(o, o->seq, &o->sig, root, &theirs)
-                                                   : 1;
+  if (held != o->seq + 1) { /* not found: entered, then the entry again */
+    uint64_t e0 = atomic_load_explicit(&w->entered, memory_order_acquire);
+    held = atomic_load_explicit(&e->seq, memory_order_acquire);
+    if (held != o->seq + 1) return bring_state(o, root, held, e0, who);
   }
+  nx_cseg_sig theirs = e->sig;
+  return memcmp(&theirs, &o->sig, sizeof theirs) ? mismatch(o, o->seq, &o->sig, root, &theirs) : 1;
+}
+
+/* bring_ready: the root's entry does not hold seq; e0, its entered, was
+ * read before held. */
+static int bring_state(segop *o, uint32_t root, uint64_t held, uint64_t e0, uint32_t *who) {
+  nx_cseg_ctl *w = &o->s->ctl[root];
   uint64_t mv = atomic_load(&w->msg);
   uint64_t av = atomic_load(&w->arrive[o->seq % NX_CSEG_RING]);
   uint64_t e1 = atomic_load(&w->entered);

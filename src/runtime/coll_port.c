@@ -16,6 +16,10 @@ struct nx_active_coll {
   /* written under ep->mu (after why); atomic so that the collective's own
    * thread may look without the lock (nx_coll_failed) */
   _Atomic int failed_rc;
+  /* Ended well by nx_coll_end_quick, without ep->mu: still linked, no
+   * longer in flight; the communicator's next begin retires it. Everything
+   * that looks at the list for collectives in flight skips it (live()). */
+  _Atomic int ended;
   char why[240];
   nx_coll *k;
 };
@@ -71,10 +75,39 @@ static int sig_equal(const nx_frame *f, const nx_coll_sig *s) {
          f->root == s->root && f->count == s->count;
 }
 
+static int live(const nx_active_coll *a) {
+  return !atomic_load_explicit(&a->ended, memory_order_acquire);
+}
+
 static nx_active_coll *find_active(nx_comm *c, uint64_t seq) {
   for (nx_active_coll *a = c->colls; a; a = a->next)
-    if (a->seq == seq) return a;
+    if (a->seq == seq && live(a)) return a;
   return NULL;
+}
+
+int nx_coll_inflight_locked(const nx_comm *c) {
+  for (const nx_active_coll *a = c->colls; a; a = a->next)
+    if (live(a)) return 1;
+  return 0;
+}
+
+void nx_coll_retire_locked(nx_comm *c) {
+  for (nx_active_coll **pp = &c->colls; *pp;) {
+    nx_active_coll *a = *pp;
+    if (live(a)) {
+      pp = &a->next;
+      continue;
+    }
+    *pp = a->next;
+    nx_coll *k = a->k;
+    nx_comm_log_end_locked(c, k->log_id, 0, NULL);
+    free(k->reqs);
+    k->reqs = NULL;
+    if (c->coll_spare)
+      free(k);
+    else
+      c->coll_spare = k;
+  }
 }
 
 /* Fails an active collective: its receives and sends are cancelled, so its
@@ -196,6 +229,7 @@ int nx_coll_gave_up_code_locked(nx_ep *ep, uint64_t comm_id, uint64_t seq) {
 
 void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why) {
   for (nx_active_coll *a = c->colls; a; a = a->next) {
+    if (!live(a)) continue;
     char msg[240];
     snprintf(msg, sizeof msg, "%s #%llu on comm %llu: %s", op_name(a->sig.op),
              (unsigned long long)a->seq, (unsigned long long)c->id, why);
@@ -209,6 +243,7 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   if (rc) return rc;
   nx_ep *ep = c->ep;
   pthread_mutex_lock(&ep->mu);
+  nx_coll_retire_locked(c);
   /* the last one that ended, if any: a blocking loop allocates nothing */
   nx_coll *k = c->coll_spare;
   c->coll_spare = NULL;
@@ -235,7 +270,6 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   }
   k->c = c;
   k->ac.seq = c->next_seq++;
-  if (c->cseg) nx_cseg_enter(c->cseg, k->ac.seq); /* segment ranks may reuse what we read */
   int vcount = sig->op >= NX_COLL_ALL_GATHER_V;   /* sig->count is no element count */
   k->log_id =
       nx_oplog_begin(&c->log, k->ac.seq, op_name(sig->op),
@@ -272,6 +306,10 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
       tell_failed_locked(c, m->f.src, k->ac.seq, NEXAR_ERR_MISMATCH);
   }
   pthread_mutex_unlock(&ep->mu);
+  /* Segment ranks may reuse what we read. After the unlock: that locked
+   * instruction would otherwise wait for this store to reach a line the
+   * others poll (a transfer between cores), on every collective. */
+  if (c->cseg) nx_cseg_enter(c->cseg, k->ac.seq);
   *out = k;
   return 0;
 }
@@ -513,6 +551,14 @@ int nx_coll_waitall(nx_coll *k, nx_creq **r, size_t n) {
   }
   if (first) nx_set_error_text(msg);
   return first;
+}
+
+int nx_coll_end_quick(nx_coll *k) {
+  if (k->nreqs) return nx_coll_end(k, 0);
+  /* A failure notice that reaches k from here on finds it ended, as it
+   * would find it gone after nx_coll_end: the call succeeded. */
+  atomic_store_explicit(&k->ac.ended, 1, memory_order_release);
+  return 0;
 }
 
 int nx_coll_end(nx_coll *k, int rc) {

@@ -109,6 +109,13 @@ int nx_coll_waitall(nx_coll *k, nx_creq **r, size_t n);
  * reported on every rank) and drops the late frames of this sequence. Sets the
  * thread's error text and returns rc. Frees k. */
 int nx_coll_end(nx_coll *k, int rc);
+/* nx_coll_end of a collective that succeeded, without ep->mu when it has no
+ * request out (as a segment collective): a locked instruction right after
+ * the stores that published its data would wait for their lines to reach
+ * the CPUs polling them, on every call. k stays linked, marked ended, until
+ * the communicator's next nx_coll_begin or its deletion retires it. Call on
+ * the thread that began k. Returns 0. */
+int nx_coll_end_quick(nx_coll *k);
 
 /* Marks c's next collective, sequence seq, as one this rank takes through
  * the shared segment without waiting for the others (segcoll.c): from then

@@ -347,7 +347,7 @@ void nx_comm_peer_dead_locked(nx_comm *c, uint32_t root_rank, const char *why) {
   d[i] = r;
   char msg[200];
   snprintf(msg, sizeof msg, "rank %u lost: %s", r, why);
-  int failed_ops = c->colls != NULL;
+  int failed_ops = nx_coll_inflight_locked(c);
   nx_coll_fail_all_locked(c, NEXAR_ERR_PEER_LOST, msg);
   /* receives on c from it can never complete (it may have aborted only c) */
   pick_code_arg a = {c, root_rank, NEXAR_ERR_PEER_LOST};
@@ -428,6 +428,7 @@ void nexar_client_del(nexar_client *c) {
   while (c->rpc_busy > 0)
     pthread_cond_wait(&c->rpc_idle, &ep->mu);
   nx_comm_fail_pending_locked(c, NEXAR_ERR_ABORTED, "communicator deleted");
+  nx_coll_retire_locked(c);
   nx_agr_free_all_locked(c);
   for (nx_comm **pp = &ep->comms; *pp; pp = &(*pp)->next)
     if (*pp == c) {

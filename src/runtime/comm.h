@@ -170,6 +170,10 @@ void nx_agr_timer_fn(nx_work *w);
 int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f);
 void nx_coll_remote_fail_locked(nx_ep *ep, const nx_frame *f);
 void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why);
+/* Unlinks and frees what nx_coll_end_quick left (under ep->mu). */
+void nx_coll_retire_locked(nx_comm *c);
+/* Whether c has a collective in flight (under ep->mu). */
+int nx_coll_inflight_locked(const nx_comm *c);
 /* Why this rank gave up collective seq of comm id (its failure code, e.g.
  * PEER_LOST when a third rank died), ABORTED when unknown: the answer a
  * sender of a declined rendezvous descriptor gets. */

@@ -118,13 +118,17 @@ typedef struct nx_cseg_sig {
  * sleeps (cseg.c, bell: the writers' stores are release, not seq_cst). */
 #define NX_CSEG_GRACE_NS 5000u
 
+/* One line holds what a tiny broadcast needs: the sequence a reader polls,
+ * the signature, the readers' bits and the first 32 bytes of data. The
+ * root's next write of the entry then moves that one line back, not two or
+ * three, and a reader reads one line (nexar-perf broadcast 8 B --procs n=2:
+ * README, performance). */
 typedef struct nx_cseg_bent {
   _Atomic uint64_t seq; /* the broadcast it holds, + 1 (release, after the rest) */
   nx_cseg_sig sig;
-  char pad[40];
+  _Atomic uint64_t ack; /* a bit per reader that took it */
   uint8_t data[NX_CSEG_BCAST_MAX];
-  _Atomic uint64_t ack; /* a bit per reader that took it (its own line) */
-  char pad2[56];
+  char pad[32];
 } nx_cseg_bent;
 
 typedef struct nx_cseg_ctl {
