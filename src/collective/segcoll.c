@@ -435,6 +435,10 @@ static int arrived(void *arg, uint32_t *who) {
     nx_cseg_sig theirs = w->sig[p];
     if (memcmp(&theirs, &o->sig, sizeof theirs)) return mismatch(o, o->seq, &o->sig, r, &theirs);
   }
+  /* Each stored entered = seq + 1 before its arrival: the next collective's
+   * step 1 (drained) needs no look at their entered words, whose line would
+   * cross between cores at every call of a lock-step loop. */
+  if (s->min_entered < o->seq + 1) s->min_entered = o->seq + 1;
   return 1;
 }
 
@@ -513,7 +517,12 @@ static int run_bcast(segop *o, uint32_t tmo, const char *name) {
   if (rc) return rc;
   nx_cseg_bent *e = nx_cseg_bentry(s, j->root, o->seq);
   if (blk) memcpy(j->buf, e->data, blk);
-  atomic_fetch_or_explicit(&e->ack, 1ull << s->me, memory_order_release);
+  /* the only reader of two ranks stores its bit: no locked instruction,
+   * which would wait for the line it just read to come back exclusive */
+  if (s->n == 2)
+    atomic_store_explicit(&e->ack, 1ull << s->me, memory_order_release);
+  else
+    atomic_fetch_or_explicit(&e->ack, 1ull << s->me, memory_order_release);
   return 0;
 }
 

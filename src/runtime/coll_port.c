@@ -270,7 +270,7 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   }
   k->c = c;
   k->ac.seq = c->next_seq++;
-  int vcount = sig->op >= NX_COLL_ALL_GATHER_V;   /* sig->count is no element count */
+  int vcount = sig->op >= NX_COLL_ALL_GATHER_V; /* sig->count is no element count */
   k->log_id =
       nx_oplog_begin(&c->log, k->ac.seq, op_name(sig->op),
                      vcount ? 0 : sig->count * NX_MAX(nexar_dtype_size((nexar_dtype)sig->dtype), 1),
