@@ -352,10 +352,7 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
       else if (now >= until)
         break;
     }
-    if (yield)
-      sched_yield();
-    else
-      nx_cpu_relax();
+    nx_wait_pause(yield, now - t0);
   }
   /* (last_driver_ns stays: unlike wait_driving this reads no socket, so
    * the progress thread must go back to watching them at once) */

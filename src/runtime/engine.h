@@ -13,6 +13,7 @@
 
 #include <gnutls/gnutls.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -365,6 +366,21 @@ static inline void nx_cpu_relax(void) {
 }
 /* More ranks than CPUs: poll this long, yielding the CPU between looks. */
 #define NX_YIELD_NS 300000ull
+/* ... but a wait for a message (p2p.c recv_now, request.c) only once it
+ * has spun this long: a peer that runs on another CPU answers within it,
+ * and a yield is a system call (1.2 us in this VM) that delays seeing the
+ * answer. nexar-perf sendrecv 8 B --procs, alternating: n=4 1.6-1.9 ->
+ * 0.76-0.79 us, n=8 2.2-2.6 -> 0.87-1.6. (Segment collectives keep
+ * yielding at once: every rank waits there, and spinning first cost n=8
+ * all_reduce 8 B 42 -> 55 us.) */
+#define NX_YIELD_AFTER_NS 3000ull
+/* Between two looks of a wait that began `waited` ns ago. */
+static inline void nx_wait_pause(int yield, uint64_t waited) {
+  if (yield && waited >= NX_YIELD_AFTER_NS)
+    sched_yield();
+  else
+    nx_cpu_relax();
+}
 uint64_t nx_ep_spin_ns(nx_ep *ep, int *yield);
 /* One progress step (receive, timers, writes) under ep->mu; next deadline. */
 uint64_t nx_ep_progress_locked(nx_ep *ep);

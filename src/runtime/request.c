@@ -170,7 +170,7 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
   atomic_store(&r->waiting, 1);
   int first = 1;
   int yield;
-  uint64_t lnow = nx_now_ns();
+  uint64_t lnow = nx_now_ns(), t0 = lnow;
   uint64_t spin = spin_for(ep, r, &yield);
   uint64_t spin_until = lnow + (spin > r->spun_ns ? spin - r->spun_ns : 0);
   int light = 0; /* light passes since the last full one */
@@ -194,13 +194,14 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
         spin_until = lnow + spin_for(ep, r, &yield);
       }
       if (atomic_load_explicit(&r->done, memory_order_acquire)) break;
-      /* every pass yields with more ranks than CPUs; otherwise the last
-       * light pass does, as the segment's waits do (nx_cseg_wait: the peer
-       * may have been put on our CPU) */
-      if (yield || light == NX_LIGHT_PASSES)
+      /* with more ranks than CPUs every pass yields once the wait is a few
+       * microseconds old (nx_wait_pause); otherwise the last light pass
+       * does, as the segment's waits do (nx_cseg_wait: the peer may have
+       * been put on our CPU) */
+      if (light == NX_LIGHT_PASSES)
         sched_yield();
       else
-        nx_cpu_relax();
+        nx_wait_pause(yield, lnow - t0);
       continue;
     }
     light = 0;
