@@ -42,6 +42,7 @@ typedef struct nx_job {
   nexar_client **out;  /* split */
   nexar_request *req;  /* _nb */
   void *scratch[NX_JOB_SCRATCH];
+  size_t scratch_cap[NX_JOB_SCRATCH]; /* bytes of each (nx_job_alloc) */
   uint8_t sink[8];       /* receive target of tokens (lives as long as the job) */
   nx_algo_params params; /* defaults + the communicator's config */
   nx_sched sched;        /* what the algorithm built */

@@ -1,6 +1,7 @@
 /* Job helpers shared by every schedule: scratch memory that outlives a failed
  * schedule until nx_coll_end, and messaging wrappers. */
 #include "collective/coll.h"
+#include "runtime/comm.h"
 
 #include <stdlib.h>
 
@@ -34,7 +35,10 @@ const char *nx_job_name(const nx_job *j) {
 void *nx_job_alloc(nx_job *j, size_t bytes) {
   for (size_t i = 0; i < NX_JOB_SCRATCH; i++) {
     if (j->scratch[i]) continue;
-    j->scratch[i] = malloc(bytes ? bytes : 1);
+    j->scratch_cap[i] = bytes ? bytes : 1;
+    j->scratch[i] =
+        bytes >= NX_SCRATCH_KEEP_MIN ? nx_comm_scratch_take(j->c, bytes, &j->scratch_cap[i]) : NULL;
+    if (!j->scratch[i]) j->scratch[i] = malloc(j->scratch_cap[i]);
     if (!j->scratch[i])
       nx_fail(NEXAR_ERR_NOMEM, "%s: out of memory for %zu bytes of scratch", nx_job_name(j), bytes);
     return j->scratch[i];

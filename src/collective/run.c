@@ -203,7 +203,10 @@ static int end_job(nx_job *j, int rc) {
   j->k = NULL;
   for (size_t i = 0; i < NX_JOB_SCRATCH; i++) {
     if (!j->scratch[i]) continue; /* most calls have none: no call to free */
-    free(j->scratch[i]);
+    if (j->scratch_cap[i] >= NX_SCRATCH_KEEP_MIN)
+      nx_comm_scratch_give(j->c, j->scratch[i], j->scratch_cap[i]);
+    else
+      free(j->scratch[i]);
     j->scratch[i] = NULL;
   }
   if (rc && j->kind == NX_COLL_SPLIT && j->out) *j->out = NULL;

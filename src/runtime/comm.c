@@ -450,7 +450,33 @@ void nexar_client_del(nexar_client *c) {
   nx_cseg_free(c->cseg);
   nx_cseg_free(c->cseg_offer);
   free(c->coll_spare);
+  free(c->scratch_keep);
   free(c);
+}
+
+void *nx_comm_scratch_take(nx_comm *c, size_t need, size_t *cap) {
+  void *p = NULL;
+  pthread_mutex_lock(&c->ep->mu);
+  if (c->scratch_keep && c->scratch_keep_cap >= need) {
+    p = c->scratch_keep;
+    *cap = c->scratch_keep_cap;
+    c->scratch_keep = NULL;
+    c->scratch_keep_cap = 0;
+  }
+  pthread_mutex_unlock(&c->ep->mu);
+  return p;
+}
+
+void nx_comm_scratch_give(nx_comm *c, void *p, size_t cap) {
+  pthread_mutex_lock(&c->ep->mu);
+  if (cap > c->scratch_keep_cap) { /* keep the larger */
+    void *q = c->scratch_keep;
+    c->scratch_keep = p;
+    c->scratch_keep_cap = cap;
+    p = q;
+  }
+  pthread_mutex_unlock(&c->ep->mu);
+  free(p);
 }
 
 int nexar_peer_stats_get_sized(nexar_client *c, uint32_t peer, nexar_peer_stats *out,

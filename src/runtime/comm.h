@@ -49,6 +49,8 @@ struct nexar_client {
   uint64_t next_seq;
   nx_active_coll *colls;      /* in flight, under ep->mu */
   struct nx_coll *coll_spare; /* the last that ended (under ep->mu): the next begin's */
+  void *scratch_keep;         /* a large scratch buffer kept for the next collective */
+  size_t scratch_keep_cap;    /* (both under ep->mu; nx_comm_scratch_take) */
   /* nx_coll_mark_seg_nowait: seq + 1 by seq % NX_SEG_NOWAIT, as deep as a
    * small broadcast's root runs ahead (NX_CSEG_BDEPTH, cseg.h) */
 #define NX_SEG_NOWAIT 128u
@@ -170,6 +172,16 @@ void nx_agr_timer_fn(nx_work *w);
 int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f);
 void nx_coll_remote_fail_locked(nx_ep *ep, const nx_frame *f);
 void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why);
+/* Scratch of at least NX_SCRATCH_KEEP_MIN bytes is kept by the communicator
+ * between collectives (the largest one given back), not freed: glibc maps
+ * blocks above 32 MiB afresh on every malloc, and a collective that writes
+ * one then takes a page fault per 4 KiB (reduce_scatter of 64 MiB at n = 4,
+ * two 16 MiB blocks: 350-460 ms a call, mostly faults, against 8.5-9.5 ms
+ * for 16 MiB). take: the kept buffer if it holds need bytes (*cap its
+ * size), else NULL; give: keeps p (cap bytes) or frees it. */
+#define NX_SCRATCH_KEEP_MIN (1u << 20)
+void *nx_comm_scratch_take(nx_comm *c, size_t need, size_t *cap);
+void nx_comm_scratch_give(nx_comm *c, void *p, size_t cap);
 /* Unlinks and frees what nx_coll_end_quick left (under ep->mu). */
 void nx_coll_retire_locked(nx_comm *c);
 /* Whether c has a collective in flight (under ep->mu). */
