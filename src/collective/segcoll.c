@@ -79,7 +79,15 @@ static int single_copy(const nx_job *j, const nx_cseg *s) {
                j->kind == NX_COLL_GATHER || j->kind == NX_COLL_ALL_GATHER ||
                j->kind == NX_COLL_ALL_TO_ALL;
   size_t most = published(j, s->n, 1);
-  return s->cma && copies && most != SIZE_MAX && most > (s->n == 2 ? NX_CSEG_SINGLE_MIN2 : s->slot);
+  /* all_to_all of three or four ranks from a full buffer on: nexar-perf
+   * all_to_all --procs n=4, 1 MiB published, 3 alternating runs: 248-268
+   * us through the buffers, 155-186 by single copy (512 KiB: 71-77
+   * against 86-104, so below it the buffers stay; at n = 8 single copy
+   * was slower at 1 MiB, 590-680 against 420-480) */
+  size_t above = s->n == 2                                    ? NX_CSEG_SINGLE_MIN2
+                 : j->kind == NX_COLL_ALL_TO_ALL && s->n <= 4 ? s->slot - 1
+                                                              : s->slot;
+  return s->cma && copies && most != SIZE_MAX && most > above;
 }
 
 /* Bytes of a reduction's vector each collective of NX_SEG_CHUNKS takes:
