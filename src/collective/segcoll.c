@@ -473,7 +473,21 @@ static int bring_free(void *arg, uint32_t *who) {
   return s->npend && o->seq >= NX_CSEG_BDEPTH ? check_pending(o, o->seq - NX_CSEG_BDEPTH, who) : 1;
 }
 
-static int bring_state(segop *o, uint32_t root, uint64_t held, uint64_t e0, uint32_t *who);
+/* Small broadcast, reader (bring_ready): the root's entry does not hold
+ * seq; e0, its entered, was read before held. */
+static int bring_state(segop *o, uint32_t root, uint64_t held, uint64_t e0, uint32_t *who) {
+  nx_cseg_ctl *w = &o->s->ctl[root];
+  uint64_t mv = atomic_load(&w->msg);
+  uint64_t av = atomic_load(&w->arrive[o->seq % NX_CSEG_RING]);
+  uint64_t e1 = atomic_load(&w->entered);
+  int st = nx_cseg_bentry_state(held, av, mv, e0, e1, o->seq);
+  if (st == 0) {
+    *who = root;
+    return 0;
+  }
+  if (st < 0) return impossible(o, root);
+  return other_path(o, root, " (the root)");
+}
 
 /* Small broadcast, reader: the root's entry of seq, with our signature. */
 static int bring_ready(void *arg, uint32_t *who) {
@@ -492,22 +506,6 @@ static int bring_ready(void *arg, uint32_t *who) {
   }
   nx_cseg_sig theirs = e->sig;
   return memcmp(&theirs, &o->sig, sizeof theirs) ? mismatch(o, o->seq, &o->sig, root, &theirs) : 1;
-}
-
-/* bring_ready: the root's entry does not hold seq; e0, its entered, was
- * read before held. */
-static int bring_state(segop *o, uint32_t root, uint64_t held, uint64_t e0, uint32_t *who) {
-  nx_cseg_ctl *w = &o->s->ctl[root];
-  uint64_t mv = atomic_load(&w->msg);
-  uint64_t av = atomic_load(&w->arrive[o->seq % NX_CSEG_RING]);
-  uint64_t e1 = atomic_load(&w->entered);
-  int st = nx_cseg_bentry_state(held, av, mv, e0, e1, o->seq);
-  if (st == 0) {
-    *who = root;
-    return 0;
-  }
-  if (st < 0) return impossible(o, root);
-  return other_path(o, root, " (the root)");
 }
 
 static int run_bcast(segop *o, uint32_t tmo, const char *name) {
