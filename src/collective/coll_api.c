@@ -366,7 +366,7 @@ static int seg_chunks(nx_job *j, const nx_coll_sig *sig) {
       part.recv = (char *)j->recv + off * j->es;
     }
     if (off) {
-      int rc = nx_coll_begin(j->c, sig, &part.k);
+      int rc = nx_coll_begin_seg(j->c, sig, &part.k);
       if (rc) return rc;
       part.rank = nx_coll_rank(part.k);
       part.world = nx_coll_size(part.k);
@@ -381,7 +381,8 @@ static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, i
                      nexar_request **req) {
   nx_coll_sig sig = *sigp;
   nx_job *at = run ? run : j; /* a refused call still takes its place */
-  int rc = nx_coll_begin(j->c, &sig, &at->k);
+  int rc = !run && !vrc && j->seg != NX_SEG_NONE ? nx_coll_begin_seg(j->c, &sig, &at->k)
+                                                 : nx_coll_begin(j->c, &sig, &at->k);
   if (rc) {
     if (run) nx_run_discard(run);
     return rc;

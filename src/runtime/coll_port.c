@@ -32,6 +32,8 @@ struct nx_coll {
   size_t nreqs, capreqs;
   void (*watch)(void *arg); /* completion hook of every request */
   void *watch_arg;
+  int fast;  /* begun without ep->mu, not registered (nx_coll_begin_seg) */
+  int clean; /* its begin found c clear for the next to begin so */
 };
 
 static const char *op_name(uint8_t op) {
@@ -79,6 +81,13 @@ static int live(const nx_active_coll *a) {
   return !atomic_load_explicit(&a->ended, memory_order_acquire);
 }
 
+/* Something that a begin under the lock would find changed on c: a
+ * collective begun without it registers itself (nx_coll_begin_seg). */
+static void bump_locked(nx_comm *c) {
+  uint64_t v = atomic_load_explicit(&c->coll_events, memory_order_relaxed);
+  atomic_store_explicit(&c->coll_events, v + 1, memory_order_release);
+}
+
 static nx_active_coll *find_active(nx_comm *c, uint64_t seq) {
   for (nx_active_coll *a = c->colls; a; a = a->next)
     if (a->seq == seq && live(a)) return a;
@@ -86,6 +95,7 @@ static nx_active_coll *find_active(nx_comm *c, uint64_t seq) {
 }
 
 int nx_coll_inflight_locked(const nx_comm *c) {
+  if (atomic_load_explicit(&c->fast_live, memory_order_relaxed)) return 1;
   for (const nx_active_coll *a = c->colls; a; a = a->next)
     if (live(a)) return 1;
   return 0;
@@ -154,6 +164,7 @@ static int seg_nowait(const nx_comm *c, uint64_t seq) {
 int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f) {
   nx_comm *c = nx_comm_find(ep, f->comm_id);
   if (!c) return 0; /* a communicator not created here yet: keep it */
+  bump_locked(c);   /* kept, it is for a later begin to see */
   if (f->kind == NX_KIND_COLL && f->tag < c->next_seq && seg_nowait(c, f->tag)) {
     tell_failed_locked(c, f->src, f->tag, NEXAR_ERR_MISMATCH);
     return 1;
@@ -199,7 +210,12 @@ void nx_coll_remote_fail_locked(nx_ep *ep, const nx_frame *f) {
     fail_active(c, a, rc, why);
     return;
   }
-  if (f->tag < c->next_seq) return;
+  /* a collective begun without the lock may hold the sequence: kept for it
+   * (the next begin under the lock drops what is stale) */
+  if (f->tag < atomic_load_explicit(&c->next_seq, memory_order_acquire) &&
+      !atomic_load_explicit(&c->fast_live, memory_order_relaxed))
+    return;
+  bump_locked(c);
   if (c->nfailed == c->capfailed) {
     size_t nc = c->capfailed ? c->capfailed * 2 : 8;
     uint64_t *s = realloc(c->failed_seqs, nc * sizeof *s);
@@ -228,6 +244,7 @@ int nx_coll_gave_up_code_locked(nx_ep *ep, uint64_t comm_id, uint64_t seq) {
 }
 
 void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why) {
+  bump_locked(c);
   for (nx_active_coll *a = c->colls; a; a = a->next) {
     if (!live(a)) continue;
     char msg[240];
@@ -237,11 +254,69 @@ void nx_coll_fail_all_locked(nx_comm *c, int rc, const char *why) {
   }
 }
 
+/* Under ep->mu: k (its sequence and signature set) joins c's collectives
+ * in flight, and what peers said of its sequence before it began reaches
+ * it (a failure notice, a frame of other arguments). 1 when c is then
+ * clear for its next segment collective to begin without the lock:
+ * nothing else in flight, failed or queued. */
+static int register_locked(nx_comm *c, nx_coll *k) {
+  nx_ep *ep = c->ep;
+  const nx_coll_sig *sig = &k->ac.sig;
+  int vcount = sig->op >= NX_COLL_ALL_GATHER_V; /* sig->count is no element count */
+  k->log_id =
+      nx_oplog_begin(&c->log, k->ac.seq, op_name(sig->op),
+                     vcount ? 0 : sig->count * NX_MAX(nexar_dtype_size((nexar_dtype)sig->dtype), 1),
+                     sig->op == NX_COLL_BROADCAST || sig->op == NX_COLL_REDUCE ||
+                             sig->op == NX_COLL_GATHER || sig->op == NX_COLL_SCATTER ||
+                             sig->op == NX_COLL_GATHER_V || sig->op == NX_COLL_SCATTER_V
+                         ? sig->root
+                         : UINT32_MAX,
+                     0);
+  int clean = !c->ndead && c->revoke_lost == UINT32_MAX;
+  for (nx_active_coll *a = c->colls; a; a = a->next)
+    if (live(a)) clean = 0;
+  k->ac.k = k;
+  k->ac.next = c->colls;
+  c->colls = &k->ac;
+  for (size_t i = 0; i < c->nfailed;) {
+    if (c->failed_seqs[i] > k->ac.seq) {
+      i++;
+      continue;
+    }
+    /* ours, or a stale one: a collective begun without the lock that
+     * ended before it looked */
+    if (c->failed_seqs[i] == k->ac.seq) {
+      uint32_t peer = (uint32_t)c->failed_codes[i] >> 8;
+      int code = -(int)((uint32_t)c->failed_codes[i] & 0xff);
+      char why[200];
+      snprintf(why, sizeof why, "%s #%llu on comm %llu: rank %u failed it (%s)", op_name(sig->op),
+               (unsigned long long)k->ac.seq, (unsigned long long)c->id, peer,
+               nexar_strerror(code));
+      fail_active(c, &k->ac, code, why);
+    }
+    c->failed_seqs[i] = c->failed_seqs[--c->nfailed];
+    c->failed_codes[i] = c->failed_codes[c->nfailed];
+  }
+  if (c->nfailed) clean = 0;
+  /* frames that arrived before we began are checked now */
+  for (nx_msg *m = ep->unexp_head; m && !k->ac.failed_rc; m = m->next) {
+    if (m->f.kind != NX_KIND_COLL || m->f.comm_id != c->id) continue;
+    clean = 0;
+    if (m->f.tag == k->ac.seq && !sig_equal(&m->f, sig))
+      nx_coll_check_frame_locked(ep, &m->f);
+    else if (m->f.tag == k->ac.seq && seg_nowait(c, k->ac.seq)) /* see seg_nowait */
+      tell_failed_locked(c, m->f.src, k->ac.seq, NEXAR_ERR_MISMATCH);
+  }
+  c->fast_seen = atomic_load_explicit(&c->coll_events, memory_order_relaxed);
+  return clean && !k->ac.failed_rc;
+}
+
 int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   *out = NULL;
   int rc = nx_comm_check(c, op_name(sig->op));
   if (rc) return rc;
   nx_ep *ep = c->ep;
+  c->fast_ready = 0; /* until this one ends well, if it may */
   pthread_mutex_lock(&ep->mu);
   nx_coll_retire_locked(c);
   /* the last one that ended, if any: a blocking loop allocates nothing */
@@ -258,53 +333,21 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
     free(k);
     return rc;
   }
+  uint64_t seq = atomic_load_explicit(&c->next_seq, memory_order_relaxed);
+  atomic_store_explicit(&c->next_seq, seq + 1, memory_order_release);
   if (c->ndead) {
     rc = nx_fail(NEXAR_ERR_PEER_LOST, "%s #%llu on comm %llu: rank %u is dead", op_name(sig->op),
-                 (unsigned long long)c->next_seq, (unsigned long long)c->id, c->dead[0]);
-    if (c->cseg) nx_cseg_enter(c->cseg, c->next_seq);
-    c->next_seq++;
+                 (unsigned long long)seq, (unsigned long long)c->id, c->dead[0]);
+    if (c->cseg) nx_cseg_enter(c->cseg, seq);
     nx_comm_lost_locked(c, nexar_last_error());
     pthread_mutex_unlock(&ep->mu);
     free(k);
     return rc;
   }
   k->c = c;
-  k->ac.seq = c->next_seq++;
-  int vcount = sig->op >= NX_COLL_ALL_GATHER_V; /* sig->count is no element count */
-  k->log_id =
-      nx_oplog_begin(&c->log, k->ac.seq, op_name(sig->op),
-                     vcount ? 0 : sig->count * NX_MAX(nexar_dtype_size((nexar_dtype)sig->dtype), 1),
-                     sig->op == NX_COLL_BROADCAST || sig->op == NX_COLL_REDUCE ||
-                             sig->op == NX_COLL_GATHER || sig->op == NX_COLL_SCATTER ||
-                             sig->op == NX_COLL_GATHER_V || sig->op == NX_COLL_SCATTER_V
-                         ? sig->root
-                         : UINT32_MAX,
-                     0);
+  k->ac.seq = seq;
   k->ac.sig = *sig;
-  k->ac.k = k;
-  k->ac.next = c->colls;
-  c->colls = &k->ac;
-  for (size_t i = 0; i < c->nfailed; i++) {
-    if (c->failed_seqs[i] != k->ac.seq) continue;
-    uint32_t peer = (uint32_t)c->failed_codes[i] >> 8;
-    int code = -(int)((uint32_t)c->failed_codes[i] & 0xff);
-    char why[200];
-    snprintf(why, sizeof why, "%s #%llu on comm %llu: rank %u failed it (%s)", op_name(sig->op),
-             (unsigned long long)k->ac.seq, (unsigned long long)c->id, peer, nexar_strerror(code));
-    fail_active(c, &k->ac, code, why);
-    c->failed_seqs[i] = c->failed_seqs[--c->nfailed];
-    c->failed_codes[i] = c->failed_codes[c->nfailed];
-    break;
-  }
-  /* frames that arrived before we began are checked now */
-  for (nx_msg *m = ep->unexp_head; m && !k->ac.failed_rc; m = m->next) {
-    if (m->f.kind == NX_KIND_COLL && m->f.comm_id == c->id && m->f.tag == k->ac.seq &&
-        !sig_equal(&m->f, sig))
-      nx_coll_check_frame_locked(ep, &m->f);
-    else if (m->f.kind == NX_KIND_COLL && m->f.comm_id == c->id && m->f.tag == k->ac.seq &&
-             seg_nowait(c, k->ac.seq)) /* came before we began: see seg_nowait */
-      tell_failed_locked(c, m->f.src, k->ac.seq, NEXAR_ERR_MISMATCH);
-  }
+  k->clean = register_locked(c, k);
   pthread_mutex_unlock(&ep->mu);
   /* Segment ranks may reuse what we read. After the unlock: that locked
    * instruction would otherwise wait for this store to reach a line the
@@ -314,12 +357,72 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   return 0;
 }
 
+/* With the lock, a blocking segment collective of a small message costs
+ * about as much again as without: the lock's locked instruction waits for
+ * the last call's stores to reach the CPUs that poll them, and the rest
+ * (registration, the log) is as long as the collective itself. */
+int nx_coll_begin_seg(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
+  if (!c || !c->fast_ready || !c->cseg ||
+      atomic_load_explicit(&c->coll_events, memory_order_acquire) != c->fast_seen ||
+      atomic_load_explicit(&c->aborted, memory_order_relaxed) ||
+      atomic_load_explicit(&c->revoked, memory_order_relaxed))
+    return nx_coll_begin(c, sig, out);
+  nx_coll *k = c->fast_k;
+  if (!k && !(k = c->fast_k = calloc(1, sizeof *k))) return nx_coll_begin(c, sig, out);
+  uint64_t seq = atomic_load_explicit(&c->next_seq, memory_order_relaxed);
+  k->c = c;
+  k->fast = 1;
+  k->clean = 0;
+  k->log_id = 0;
+  k->nreqs = 0;
+  k->watch = NULL;
+  k->watch_arg = NULL;
+  k->ac.seq = seq;
+  k->ac.sig = *sig;
+  k->ac.k = k;
+  k->ac.next = NULL;
+  atomic_store_explicit(&k->ac.failed_rc, 0, memory_order_relaxed);
+  atomic_store_explicit(&k->ac.ended, 0, memory_order_relaxed);
+  /* in flight before the sequence moves: an engine that sees the sequence
+   * past a failure notice's sees this too, and keeps the notice */
+  atomic_store_explicit(&c->fast_live, 1, memory_order_relaxed);
+  atomic_store_explicit(&c->next_seq, seq + 1, memory_order_release);
+  nx_cseg_enter(c->cseg, seq);
+  *out = k;
+  return 0;
+}
+
+/* k, begun without the lock, registers as nx_coll_begin would have (failed
+ * at once when c lost a member meanwhile); c's list owns it from here. */
+static void upgrade(nx_coll *k) {
+  nexar_client *c = k->c;
+  nx_ep *ep = c->ep;
+  k->fast = 0;
+  c->fast_k = NULL;
+  c->fast_ready = 0;
+  pthread_mutex_lock(&ep->mu);
+  nx_coll_retire_locked(c);
+  register_locked(c, k);
+  atomic_store_explicit(&c->fast_live, 0, memory_order_relaxed); /* listed now */
+  int rc = k->ac.failed_rc ? 0 : nx_comm_check_peer_locked(c, op_name(k->ac.sig.op), UINT32_MAX);
+  if (!rc && !k->ac.failed_rc && c->ndead) {
+    rc = nx_fail(NEXAR_ERR_PEER_LOST, "%s #%llu on comm %llu: rank %u is dead",
+                 op_name(k->ac.sig.op), (unsigned long long)k->ac.seq, (unsigned long long)c->id,
+                 c->dead[0]);
+    nx_comm_lost_locked(c, nexar_last_error());
+  }
+  if (rc) fail_active(c, &k->ac, rc, nexar_last_error());
+  pthread_mutex_unlock(&ep->mu);
+}
+
 nexar_client *nx_coll_client(const nx_coll *k) {
   return k->c;
 }
 
 int nx_coll_failed(nx_coll *k) {
   nx_ep *ep = k->c->ep;
+  if (k->fast && atomic_load_explicit(&k->c->coll_events, memory_order_acquire) != k->c->fast_seen)
+    upgrade(k);
   /* the common answer without the lock (a segment collective asks twice) */
   if (!atomic_load_explicit(&k->ac.failed_rc, memory_order_relaxed)) return 0;
   pthread_mutex_lock(&ep->mu);
@@ -394,6 +497,7 @@ void nx_coll_watch(nx_coll *k, void (*fn)(void *arg), void *arg) {
 int nx_coll_isend(nx_coll *k, uint32_t dest, uint32_t round, uint32_t seg, const void *buf,
                   size_t len, nx_creq **out) {
   *out = NULL;
+  if (k->fast) upgrade(k);
   nexar_client *c = k->c;
   nexar_request *r = new_req(k, NX_REQ_SEND, dest, "sending to", round, seg);
   if (!r) return nx_fail(NEXAR_ERR_NOMEM, "collective send");
@@ -429,6 +533,7 @@ int nx_coll_isend(nx_coll *k, uint32_t dest, uint32_t round, uint32_t seg, const
 int nx_coll_irecv(nx_coll *k, uint32_t src, uint32_t round, uint32_t seg, void *buf, size_t len,
                   nx_creq **out) {
   *out = NULL;
+  if (k->fast) upgrade(k);
   nexar_client *c = k->c;
   nexar_request *r = new_req(k, NX_REQ_RECV, src, "no data from", round, seg);
   if (!r) return nx_fail(NEXAR_ERR_NOMEM, "collective receive");
@@ -532,6 +637,7 @@ int nx_coll_reap(nx_coll *k, nx_creq *cr, uint64_t now, uint64_t *wake, int *rc)
 void nx_coll_fail(nx_coll *k, int rc) {
   char why[240];
   snprintf(why, sizeof why, "%s", nexar_last_error());
+  if (k->fast) upgrade(k);
   pthread_mutex_lock(&k->c->ep->mu);
   fail_active(k->c, &k->ac, rc, why);
   pthread_mutex_unlock(&k->c->ep->mu);
@@ -554,7 +660,12 @@ int nx_coll_waitall(nx_coll *k, nx_creq **r, size_t n) {
 }
 
 int nx_coll_end_quick(nx_coll *k) {
+  if (k->fast) { /* nothing registered: c keeps it for the next */
+    atomic_store_explicit(&k->c->fast_live, 0, memory_order_release);
+    return 0;
+  }
   if (k->nreqs) return nx_coll_end(k, 0);
+  if (k->clean) k->c->fast_ready = 1;
   /* A failure notice that reaches k from here on finds it ended, as it
    * would find it gone after nx_coll_end: the call succeeded. */
   atomic_store_explicit(&k->ac.ended, 1, memory_order_release);
@@ -567,6 +678,7 @@ int nx_coll_end(nx_coll *k, int rc) {
   char why[256];
   why[0] = 0;
   if (rc) snprintf(why, sizeof why, "%s", nexar_last_error());
+  if (k->fast) upgrade(k);
   pthread_mutex_lock(&ep->mu);
   if (rc && k->ac.failed_rc && rc != k->ac.failed_rc) { /* report the root cause */
     rc = k->ac.failed_rc;

@@ -58,6 +58,12 @@ typedef struct nx_creq nx_creq;
  * application thread that issued the collective (the order is the call order).
  * Fails ABORTED / PEER_LOST at once when c is aborted or has a dead member. */
 int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out);
+/* nx_coll_begin for a blocking collective that runs through c's shared
+ * segment on this thread: without ep->mu when nothing changed since the
+ * last begin under it (see nexar_client's coll_events). Such a collective
+ * registers itself under the lock as soon as anything may concern it: the
+ * count moved (nx_coll_failed), or it fails, sends, receives or ends badly. */
+int nx_coll_begin_seg(nexar_client *c, const nx_coll_sig *sig, nx_coll **out);
 /* Rank and size of the communicator, sequence number of this collective. */
 /* "all_reduce(count=4, dtype=f32, op=sum, root=0)": a signature for errors. */
 void nx_coll_describe(char *buf, size_t cap, uint8_t op, uint8_t dt, uint8_t redop, uint32_t root,

@@ -443,6 +443,7 @@ void nexar_client_del(nexar_client *c) {
   pthread_cond_destroy(&c->rpc_idle);
   free(c->members);
   free(c->of_root);
+  free(c->fast_k); /* a collective begun without the lock keeps it */
   free(c->failed_seqs);
   free(c->failed_codes);
   free(c->handlers);

@@ -46,8 +46,19 @@ struct nexar_client {
   uint64_t checkpoints;     /* nexar_elastic_checkpoint calls so far */
   nexar_elastic_info einfo; /* what the resize that made it changed */
   /* collectives */
-  uint64_t next_seq;
-  nx_active_coll *colls;      /* in flight, under ep->mu */
+  _Atomic uint64_t next_seq; /* moved by the one thread issuing c's collectives */
+  nx_active_coll *colls;     /* in flight, under ep->mu */
+  /* A blocking segment collective may begin without ep->mu (coll_port.c,
+   * nx_coll_begin_seg) while coll_events still reads what the last begin
+   * under the lock saw, and that begin found nothing in flight, failed or
+   * queued. Whatever would change what a begin finds (a notice, a frame,
+   * a loss, a revoke, an abort) bumps coll_events under ep->mu; such a
+   * collective registers itself under the lock once it sees the count move. */
+  _Atomic uint64_t coll_events;
+  _Atomic int fast_live;      /* one is in flight (nx_coll_inflight_locked) */
+  uint64_t fast_seen;         /* coll_events at the last begin under the lock */
+  int fast_ready;             /* (both, and fast_k, the issuing thread's alone) */
+  struct nx_coll *fast_k;     /* its record while it is not registered */
   struct nx_coll *coll_spare; /* the last that ended (under ep->mu): the next begin's */
   void *scratch_keep;         /* a large scratch buffer kept for the next collective */
   size_t scratch_keep_cap;    /* (both under ep->mu; nx_comm_scratch_take) */
