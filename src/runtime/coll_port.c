@@ -95,7 +95,7 @@ static nx_active_coll *find_active(nx_comm *c, uint64_t seq) {
 }
 
 int nx_coll_inflight_locked(const nx_comm *c) {
-  if (atomic_load_explicit(&c->fast_live, memory_order_relaxed)) return 1;
+  if (atomic_load_explicit(&c->fast_seq1, memory_order_relaxed)) return 1;
   for (const nx_active_coll *a = c->colls; a; a = a->next)
     if (live(a)) return 1;
   return 0;
@@ -164,7 +164,7 @@ static int seg_nowait(const nx_comm *c, uint64_t seq) {
 int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f) {
   nx_comm *c = nx_comm_find(ep, f->comm_id);
   if (!c) return 0; /* a communicator not created here yet: keep it */
-  bump_locked(c);   /* kept, it is for a later begin to see */
+  bump_locked(c);   /* one running unregistered registers, and judges it */
   if (f->kind == NX_KIND_COLL && f->tag < c->next_seq && seg_nowait(c, f->tag)) {
     tell_failed_locked(c, f->src, f->tag, NEXAR_ERR_MISMATCH);
     return 1;
@@ -185,6 +185,9 @@ int nx_coll_check_frame_locked(nx_ep *ep, const nx_frame *f) {
     fail_active(c, a, NEXAR_ERR_MISMATCH, why);
     return 1;
   }
+  /* one of the collective that runs unregistered: kept for it to judge
+   * as it registers (the bump above makes it) */
+  if (atomic_load_explicit(&c->fast_seq1, memory_order_acquire) == f->tag + 1) return 0;
   return f->tag < c->next_seq; /* finished here: a late frame */
 }
 
@@ -213,7 +216,7 @@ void nx_coll_remote_fail_locked(nx_ep *ep, const nx_frame *f) {
   /* a collective begun without the lock may hold the sequence: kept for it
    * (the next begin under the lock drops what is stale) */
   if (f->tag < atomic_load_explicit(&c->next_seq, memory_order_acquire) &&
-      !atomic_load_explicit(&c->fast_live, memory_order_relaxed))
+      atomic_load_explicit(&c->fast_seq1, memory_order_relaxed) != f->tag + 1)
     return;
   bump_locked(c);
   if (c->nfailed == c->capfailed) {
@@ -385,7 +388,7 @@ int nx_coll_begin_seg(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   atomic_store_explicit(&k->ac.ended, 0, memory_order_relaxed);
   /* in flight before the sequence moves: an engine that sees the sequence
    * past a failure notice's sees this too, and keeps the notice */
-  atomic_store_explicit(&c->fast_live, 1, memory_order_relaxed);
+  atomic_store_explicit(&c->fast_seq1, seq + 1, memory_order_relaxed);
   atomic_store_explicit(&c->next_seq, seq + 1, memory_order_release);
   nx_cseg_enter(c->cseg, seq);
   *out = k;
@@ -403,7 +406,7 @@ static void upgrade(nx_coll *k) {
   pthread_mutex_lock(&ep->mu);
   nx_coll_retire_locked(c);
   register_locked(c, k);
-  atomic_store_explicit(&c->fast_live, 0, memory_order_relaxed); /* listed now */
+  atomic_store_explicit(&c->fast_seq1, 0, memory_order_relaxed); /* listed now */
   int rc = k->ac.failed_rc ? 0 : nx_comm_check_peer_locked(c, op_name(k->ac.sig.op), UINT32_MAX);
   if (!rc && !k->ac.failed_rc && c->ndead) {
     rc = nx_fail(NEXAR_ERR_PEER_LOST, "%s #%llu on comm %llu: rank %u is dead",
@@ -660,8 +663,17 @@ int nx_coll_waitall(nx_coll *k, nx_creq **r, size_t n) {
 }
 
 int nx_coll_end_quick(nx_coll *k) {
-  if (k->fast) { /* nothing registered: c keeps it for the next */
-    atomic_store_explicit(&k->c->fast_live, 0, memory_order_release);
+  if (k->fast) {
+    /* Something happened meanwhile (a loss the engine could not count as
+     * an operation in flight, a kept notice or frame): registered late, it
+     * ends as one begun under the lock would, so a loss revokes c now */
+    if (atomic_load_explicit(&k->c->coll_events, memory_order_acquire) != k->c->fast_seen) {
+      upgrade(k);
+      atomic_store_explicit(&k->ac.ended, 1, memory_order_release);
+      return 0;
+    }
+    /* nothing registered: c keeps it for the next */
+    atomic_store_explicit(&k->c->fast_seq1, 0, memory_order_release);
     return 0;
   }
   if (k->nreqs) return nx_coll_end(k, 0);

@@ -55,7 +55,7 @@ struct nexar_client {
    * a loss, a revoke, an abort) bumps coll_events under ep->mu; such a
    * collective registers itself under the lock once it sees the count move. */
   _Atomic uint64_t coll_events;
-  _Atomic int fast_live;      /* one is in flight (nx_coll_inflight_locked) */
+  _Atomic uint64_t fast_seq1; /* its sequence + 1 while it runs, else 0 */
   uint64_t fast_seen;         /* coll_events at the last begin under the lock */
   int fast_ready;             /* (both, and fast_k, the issuing thread's alone) */
   struct nx_coll *fast_k;     /* its record while it is not registered */

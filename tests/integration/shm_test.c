@@ -16,12 +16,14 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/common.h"
+#include "runtime/coll_port.h"
 #include "runtime/comm.h"
 #include "runtime/cseg.h"
 
@@ -30,6 +32,7 @@ static int FORGE;
 static nexar_client *g_c[16];
 static int g_fail;
 static pthread_barrier_t g_bar, g_bar2;
+static atomic_int g_fast_taken; /* fast_notices */
 
 #define FAIL(...)                                                                                  \
   do {                                                                                             \
@@ -205,6 +208,53 @@ static void chunks(nexar_client *c, uint32_t me) {
   free(a);
 }
 
+/* A blocking segment collective begun without the endpoint lock
+ * (coll_port.c, nx_coll_begin_seg) still hears what the engine learns of
+ * its sequence while it runs unregistered: a peer's frame for it is kept
+ * for it to judge (it was dropped as a late one: a rendezvous' sender then
+ * heard ABORTED, not MISMATCH), and a peer's failure notice fails it. Each
+ * rank does this to itself, at the same sequence, then all go on. */
+static void fast_notices(nexar_client *c, uint32_t me) {
+  int32_t v = 1;
+  pthread_barrier_wait(&g_bar);
+  usleep(20000); /* what earlier mismatches left in flight arrives */
+  /* two that end well: the next begins without the lock */
+  if (nexar_all_reduce(c, &v, 1, NEXAR_I32, NEXAR_SUM) ||
+      nexar_all_reduce(c, &v, 1, NEXAR_I32, NEXAR_SUM))
+    FAIL("all_reduce before the unregistered one");
+  nx_coll_sig sig = {.op = NX_COLL_BARRIER};
+  nx_coll *k = NULL;
+  if (nx_coll_begin_seg(c, &sig, &k)) FAIL("begin_seg");
+  uint64_t seq = nx_coll_seq(k);
+  /* (a late notice of an earlier mismatch may still send one rank the
+   * locked way: the checks below hold on both, and one rank must have
+   * taken the other for them to test it) */
+  if (atomic_load(&c->fast_seq1) == seq + 1) atomic_fetch_add(&g_fast_taken, 1);
+  nx_frame f = {0};
+  f.kind = NX_KIND_COLL;
+  f.comm_id = c->id;
+  f.tag = seq;
+  f.src = c->members[(me + 1) % W];
+  f.coll_op = NX_COLL_BARRIER;
+  pthread_mutex_lock(&c->ep->mu);
+  int dropped = nx_coll_check_frame_locked(c->ep, &f);
+  f.kind = NX_KIND_COLL_FAIL;
+  f.status = NEXAR_ERR_MISMATCH;
+  nx_coll_remote_fail_locked(c->ep, &f);
+  pthread_mutex_unlock(&c->ep->mu);
+  if (dropped) FAIL("a frame of the collective running unregistered was dropped as late");
+  pthread_barrier_wait(&g_bar); /* before any rank's own failure notice of it */
+  int rc = nx_coll_failed(k);
+  if (rc != NEXAR_ERR_MISMATCH) FAIL("a notice for it: %s", nexar_strerror(rc));
+  if (atomic_load(&c->fast_seq1)) FAIL("still unregistered after the notice");
+  nx_coll_end(k, rc);
+  pthread_barrier_wait(&g_bar); /* every rank has failed it: notices of it are late */
+  if (me == 0 && !atomic_load(&g_fast_taken)) FAIL("no rank began the barrier without the lock");
+  for (int i = 0; i < 3; i++)
+    if ((rc = nexar_all_reduce(c, &v, 1, NEXAR_I32, NEXAR_SUM)))
+      FAIL("all_reduce %d after it: %s", i, nexar_strerror(rc));
+}
+
 /* Small broadcasts through their root's ring (cseg.h, nx_cseg_bent): sizes
  * around NX_CSEG_BCAST_MAX in several element sizes, every root; then
  * three times the ring's depth from one root, with one reader asleep for a
@@ -360,6 +410,7 @@ static void segment(nexar_client *c, uint32_t me) {
   if (rc != NEXAR_ERR_MISMATCH) FAIL("counts 4 against 5: %s", nexar_strerror(rc));
   if (nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM)) FAIL("all_reduce after the mismatches");
   chunks(c, me);
+  fast_notices(c, me);
   same_bits(c, me);
   bcast_ring(c, me);
   nowait_mismatches(c, me, a);
