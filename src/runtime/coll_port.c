@@ -88,6 +88,11 @@ static void bump_locked(nx_comm *c) {
   atomic_store_explicit(&c->coll_events, v + 1, memory_order_release);
 }
 
+/* The count moved since the last begin under the lock (issuing thread). */
+static int moved(const nx_comm *c) {
+  return atomic_load_explicit(&c->coll_events, memory_order_acquire) != c->fast_seen;
+}
+
 static nx_active_coll *find_active(nx_comm *c, uint64_t seq) {
   for (nx_active_coll *a = c->colls; a; a = a->next)
     if (a->seq == seq && live(a)) return a;
@@ -314,6 +319,14 @@ static int register_locked(nx_comm *c, nx_coll *k) {
   return clean && !k->ac.failed_rc;
 }
 
+/* Collective seq cannot run: c has a dead member, which revokes c (ULFM). */
+static int lost_member_locked(nx_comm *c, uint8_t op, uint64_t seq) {
+  int rc = nx_fail(NEXAR_ERR_PEER_LOST, "%s #%llu on comm %llu: rank %u is dead", op_name(op),
+                   (unsigned long long)seq, (unsigned long long)c->id, c->dead[0]);
+  nx_comm_lost_locked(c, nexar_last_error());
+  return rc;
+}
+
 int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   *out = NULL;
   int rc = nx_comm_check(c, op_name(sig->op));
@@ -339,10 +352,8 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   uint64_t seq = atomic_load_explicit(&c->next_seq, memory_order_relaxed);
   atomic_store_explicit(&c->next_seq, seq + 1, memory_order_release);
   if (c->ndead) {
-    rc = nx_fail(NEXAR_ERR_PEER_LOST, "%s #%llu on comm %llu: rank %u is dead", op_name(sig->op),
-                 (unsigned long long)seq, (unsigned long long)c->id, c->dead[0]);
     if (c->cseg) nx_cseg_enter(c->cseg, seq);
-    nx_comm_lost_locked(c, nexar_last_error());
+    rc = lost_member_locked(c, sig->op, seq);
     pthread_mutex_unlock(&ep->mu);
     free(k);
     return rc;
@@ -365,8 +376,7 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
  * the last call's stores to reach the CPUs that poll them, and the rest
  * (registration, the log) is as long as the collective itself. */
 int nx_coll_begin_seg(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
-  if (!c || !c->fast_ready || !c->cseg ||
-      atomic_load_explicit(&c->coll_events, memory_order_acquire) != c->fast_seen ||
+  if (!c || !c->fast_ready || !c->cseg || moved(c) ||
       atomic_load_explicit(&c->aborted, memory_order_relaxed) ||
       atomic_load_explicit(&c->revoked, memory_order_relaxed))
     return nx_coll_begin(c, sig, out);
@@ -408,12 +418,7 @@ static void upgrade(nx_coll *k) {
   register_locked(c, k);
   atomic_store_explicit(&c->fast_seq1, 0, memory_order_relaxed); /* listed now */
   int rc = k->ac.failed_rc ? 0 : nx_comm_check_peer_locked(c, op_name(k->ac.sig.op), UINT32_MAX);
-  if (!rc && !k->ac.failed_rc && c->ndead) {
-    rc = nx_fail(NEXAR_ERR_PEER_LOST, "%s #%llu on comm %llu: rank %u is dead",
-                 op_name(k->ac.sig.op), (unsigned long long)k->ac.seq, (unsigned long long)c->id,
-                 c->dead[0]);
-    nx_comm_lost_locked(c, nexar_last_error());
-  }
+  if (!rc && !k->ac.failed_rc && c->ndead) rc = lost_member_locked(c, k->ac.sig.op, k->ac.seq);
   if (rc) fail_active(c, &k->ac, rc, nexar_last_error());
   pthread_mutex_unlock(&ep->mu);
 }
@@ -424,8 +429,7 @@ nexar_client *nx_coll_client(const nx_coll *k) {
 
 int nx_coll_failed(nx_coll *k) {
   nx_ep *ep = k->c->ep;
-  if (k->fast && atomic_load_explicit(&k->c->coll_events, memory_order_acquire) != k->c->fast_seen)
-    upgrade(k);
+  if (k->fast && moved(k->c)) upgrade(k);
   /* the common answer without the lock (a segment collective asks twice) */
   if (!atomic_load_explicit(&k->ac.failed_rc, memory_order_relaxed)) return 0;
   pthread_mutex_lock(&ep->mu);
@@ -667,7 +671,7 @@ int nx_coll_end_quick(nx_coll *k) {
     /* Something happened meanwhile (a loss the engine could not count as
      * an operation in flight, a kept notice or frame): registered late, it
      * ends as one begun under the lock would, so a loss revokes c now */
-    if (atomic_load_explicit(&k->c->coll_events, memory_order_acquire) != k->c->fast_seen) {
+    if (moved(k->c)) {
       upgrade(k);
       atomic_store_explicit(&k->ac.ended, 1, memory_order_release);
       return 0;
