@@ -43,9 +43,9 @@ typedef struct nx_job {
   nexar_request *req;  /* _nb */
   void *scratch[NX_JOB_SCRATCH];
   size_t scratch_cap[NX_JOB_SCRATCH]; /* bytes of each (nx_job_alloc) */
-  uint8_t sink[8];       /* receive target of tokens (lives as long as the job) */
-  nx_algo_params params; /* defaults + the communicator's config */
-  nx_sched sched;        /* what the algorithm built */
+  uint8_t sink[8];                    /* receive target of tokens (lives as long as the job) */
+  nx_algo_params params;              /* defaults + the communicator's config */
+  nx_sched sched;                     /* what the algorithm built */
   /* device buffers (the communicator's adapter; NULL: host memory, also
    * for the library's own host calls: host_only) */
   const nexar_device_adapter *ad;
@@ -202,10 +202,14 @@ enum {
   NX_SEG_CHUNKS,   /* a reduction above the buffers: consecutive collectives of
                     * nx_segcoll_chunk elements each, through the buffers */
   NX_SEG_BCAST,    /* a small broadcast through its root's ring (cseg.h) */
+  NX_SEG_STREAM,   /* a large broadcast streamed through its root's buffer */
 };
 /* Pure (every rank of a well-formed call chooses the same); the caller keeps
- * the answer in j->seg. */
+ * the answer in j->seg. (segchoice.c) */
 int nx_segcoll_eligible(const nx_job *j);
+/* Bytes rank r publishes for job j (its whole contribution), or SIZE_MAX
+ * if j's kind never takes the segment. Pure. */
+size_t nx_segcoll_published(const nx_job *j, uint32_t n, int is_root);
 /* NX_SEG_CHUNKS: elements per collective (the last one takes the rest). */
 size_t nx_segcoll_chunk(const nx_job *j);
 int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig);

@@ -6,7 +6,9 @@
  * once by its root, which returns at once. No message, no schedule, no
  * request: a small collective costs a few cache-line transfers. Above a
  * rank's buffer, collectives that only copy read the owners' buffers
- * themselves (single copy, process_vm_readv).
+ * themselves (single copy, process_vm_readv), and a broadcast above 16 KiB
+ * streams through its root's buffer, root and readers copying at once
+ * (run_stream). Which way a call goes: segchoice.c.
  *
  * Setup is itself collective, at fixed points of a communicator's order of
  * blocking collectives (calls 1, 2, 4, 8, ... up to 65536, until a segment is
@@ -37,126 +39,6 @@
 #include "runtime/comm.h"
 #include "runtime/cseg.h"
 #include "runtime/engine.h"
-
-/* -------------------------------------------------------------- choice */
-
-/* Bytes rank r publishes for job j (its whole contribution), or SIZE_MAX
- * if j's kind never takes the segment. Pure: every rank of a well-formed
- * call computes the same choice. */
-static size_t published(const nx_job *j, uint32_t n, int is_root) {
-  size_t blk = j->count * j->es;
-  switch (j->kind) {
-  case NX_COLL_BARRIER:
-    return 0;
-  case NX_COLL_ALL_REDUCE:
-    return nx_algo_force_allreduce >= 0 ? SIZE_MAX : blk;
-  case NX_COLL_REDUCE:
-    return blk;
-  case NX_COLL_BROADCAST:
-    return nx_algo_force_broadcast >= 0 ? SIZE_MAX : is_root ? blk : 0;
-  case NX_COLL_ALL_GATHER:
-    return nx_algo_force_allgather >= 0 ? SIZE_MAX : blk;
-  case NX_COLL_GATHER:
-    return nx_algo_force_gather >= 0 ? SIZE_MAX : blk;
-  case NX_COLL_SCATTER:
-    return nx_algo_force_gather >= 0 ? SIZE_MAX : is_root ? blk * n : 0;
-  case NX_COLL_REDUCE_SCATTER:
-  case NX_COLL_ALL_TO_ALL:
-    return blk * n;
-  default:
-    return SIZE_MAX;
-  }
-}
-
-/* Single copy (cseg.h): a collective that only copies, too large for the
- * segment's buffers, or between two ranks above NX_CSEG_SINGLE_MIN2.
- * (Reductions above them keep the message path's pipelined ring: a
- * single-copy all_reduce, each rank reducing its share from the others'
- * buffers, measured slower at 4 MiB, n = 2 and 8.) Pure, as published(). */
-static int single_copy(const nx_job *j, const nx_cseg *s) {
-  _Static_assert(NX_CSEG_SINGLE_MIN2 <= (64u << 10), "below the smallest buffer (nx_cseg_slot)");
-  int copies = j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER ||
-               j->kind == NX_COLL_GATHER || j->kind == NX_COLL_ALL_GATHER ||
-               j->kind == NX_COLL_ALL_TO_ALL;
-  size_t most = published(j, s->n, 1);
-  /* all_to_all of three or four ranks from a full buffer on: nexar-perf
-   * all_to_all --procs n=4, 1 MiB published, 3 alternating runs: 248-268
-   * us through the buffers, 155-186 by single copy (512 KiB: 71-77
-   * against 86-104, so below it the buffers stay; at n = 8 single copy
-   * was slower at 1 MiB, 590-680 against 420-480) */
-  size_t above = s->n == 2                                    ? NX_CSEG_SINGLE_MIN2
-                 : j->kind == NX_COLL_ALL_TO_ALL && s->n <= 4 ? s->slot - 1
-                                                              : s->slot;
-  return s->cma && copies && most != SIZE_MAX && most > above;
-}
-
-/* Bytes of a reduction's vector each collective of NX_SEG_CHUNKS takes:
- * a buffer, and no more than NX_CSEG_REDUCE_MAX read in all. */
-static size_t chunk_bytes(uint32_t n) {
-  /* up to NX_CSEG_CHUNK_RANKS ranks a chunk is a whole buffer (eligible) */
-  _Static_assert((1u << 20) * NX_CSEG_CHUNK_RANKS <= NX_CSEG_REDUCE_MAX, "chunk_bytes");
-  size_t b = nx_cseg_slot(n);
-  return b * n > NX_CSEG_REDUCE_MAX ? NX_CSEG_REDUCE_MAX / n : b;
-}
-
-size_t nx_segcoll_chunk(const nx_job *j) {
-  return chunk_bytes(j->c->size) / j->es;
-}
-
-/* A reduction larger than the buffers, cut into collectives of a buffer
- * each. Measured at n = 2 on 2 cores (nexar-perf all_reduce --procs, best
- * of 3 against the message path's pipelined ring): 4 MiB 0.77 ms instead
- * of 1.5, 64 MiB 14 ms instead of 26 (2 MiB the same). Pure. */
-static int chunks(const nx_job *j, uint32_t n) {
-  if (j->es > chunk_bytes(n)) return 0;
-  /* all_gather likewise, each chunk read by every rank from every rank, as
-   * single copy reads it, up to NX_CSEG_GATHER_CHUNKS buffers a rank:
-   * measured at n = 2 (alternating runs), 4 MiB in all 286 -> 165 us; at
-   * 16 and 64 MiB two copies through the segment and one by
-   * process_vm_readv were within noise of each other, the data no longer in
-   * cache. (all_to_all in chunks of slot / n per destination measured no
-   * faster at 4 or 64 MiB: it keeps single copy.) Not between two ranks
-   * any more: since waits poll for the bytes they wait for
-   * (segop.extra_ns), single copy measured faster there from 16 KiB up
-   * (cseg.h, NX_CSEG_SINGLE_MIN2), 8 MiB in all 1.08 -> 0.76 ms, 4 MiB 508
-   * -> 463 us. */
-  if (j->kind == NX_COLL_ALL_GATHER)
-    return nx_algo_force_allgather < 0 && n != 2 &&
-           j->count * j->es <= NX_CSEG_GATHER_CHUNKS * chunk_bytes(n);
-  /* A broadcast from three ranks on: the root writes each chunk once
-   * (running up to two ahead: nowait), each reader copies it out while the
-   * root writes the next. process_vm_readv (single copy) pins every page it
-   * reads and moved 1 MiB in 112 us here, memcpy in 26; measured with
-   * nexar-perf broadcast --procs (see README) this beat single copy at
-   * every size above a buffer. Between two ranks single copy measured
-   * faster later (nexar-perf broadcast --procs n=2, 3 alternating runs:
-   * 2 MiB 280-293 -> 107-129 us, 8 MiB 1.17-1.23 -> 0.44-0.48 ms, 32 MiB
-   * 4.5-4.7 -> 3.3-3.4 ms), as the one reader copies once instead of
-   * waiting for the root's copy of each chunk. */
-  if (j->kind == NX_COLL_BROADCAST) return nx_algo_force_broadcast < 0 && n != 2;
-  if (n > NX_CSEG_CHUNK_RANKS) return 0;
-  if (j->kind == NX_COLL_ALL_REDUCE) return nx_algo_force_allreduce < 0;
-  return j->kind == NX_COLL_REDUCE;
-}
-
-int nx_segcoll_eligible(const nx_job *j) {
-  nexar_client *c = j->c;
-  if (!c->cseg || j->ad || c->size < 2) return NX_SEG_NONE;
-  if (j->kind == NX_COLL_BROADCAST && nx_algo_force_broadcast < 0 &&
-      c->size <= NX_CSEG_BCAST_RANKS && j->count * j->es <= NX_CSEG_BCAST_MAX)
-    return NX_SEG_BCAST;
-  /* (chunks() takes reductions up to NX_CSEG_CHUNK_RANKS ranks only, where
-   * chunk_bytes is the buffer: this one test covers them too) */
-  size_t most = published(j, c->size, 1);
-  if (most != SIZE_MAX && most > nx_cseg_slot(c->size) && chunks(j, c->size)) return NX_SEG_CHUNKS;
-  if (single_copy(j, c->cseg)) return NX_SEG_SINGLE; /* any size */
-  /* the largest contribution of any rank decides, so all ranks agree */
-  if (most == SIZE_MAX || most > nx_cseg_slot(c->size)) return NX_SEG_NONE;
-  size_t reads = j->kind == NX_COLL_REDUCE_SCATTER ? most : most * c->size;
-  int reduces = j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE ||
-                j->kind == NX_COLL_REDUCE_SCATTER;
-  return !reduces || reads <= NX_CSEG_REDUCE_MAX ? NX_SEG_BUFFERS : NX_SEG_NONE;
-}
 
 /* ---------------------------------------------------------------- setup */
 
@@ -296,6 +178,7 @@ typedef struct segop {
   nx_cseg_sig sig;
   uint32_t next;     /* the first rank not yet seen */
   int cma;           /* single copy */
+  uint32_t need;     /* streamed broadcast: pieces a wait waits for */
   uint64_t extra_ns; /* the others' copies of their parts take this long */
 } segop;
 
@@ -672,6 +555,71 @@ static int run_single_copy(segop *o, uint32_t tmo, const char *name) {
   return wait_on(o, all_left, tmo, name, "it to finish reading");
 }
 
+/* Streamed broadcast, reader: the root wrote o->need pieces. */
+static int piece_written(void *arg, uint32_t *who) {
+  segop *o = arg;
+  uint32_t root = o->j->root;
+  uint64_t w = atomic_load_explicit(&o->s->ctl[root].stream, memory_order_acquire);
+  if (nx_cseg_streamed(w, o->seq, o->need)) return 1;
+  *who = root;
+  return 0;
+}
+
+/* Streamed broadcast, root: every reader read o->need pieces. */
+static int pieces_read(void *arg, uint32_t *who) {
+  segop *o = arg;
+  nx_cseg *s = o->s;
+  for (; o->next < s->n; o->next++) {
+    if (o->next == s->me) continue;
+    uint64_t w = atomic_load_explicit(&s->ctl[o->next].stream, memory_order_acquire);
+    if (!nx_cseg_streamed(w, o->seq, o->need)) {
+      *who = o->next;
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* Streamed broadcast (cseg.h, NX_CSEG_PIECE), after step 1: every rank
+ * arrives; the root writes pieces into its buffer as a ring, waiting for
+ * the readers' arrivals (and signatures) once the ring is full or it is
+ * done, and for their reading of a piece before it writes over it; a
+ * reader waits for the arrivals, then copies each piece as it comes. The
+ * root returns once it wrote the last: its buffer is not written again
+ * before every reader began the next collective (step 1). */
+static int run_stream(segop *o, uint32_t tmo, const char *name) {
+  nx_job *j = o->j;
+  nx_cseg *s = o->s;
+  size_t blk = j->count * j->es, piece = NX_CSEG_PIECE;
+  uint32_t pieces = (uint32_t)((blk + piece - 1) / piece), ring = (uint32_t)(s->slot / piece);
+  uint8_t *at = nx_cseg_buf(s, j->root, o->seq), *user = j->buf;
+  int root = s->me == j->root, checked = 0, rc = 0;
+  nx_cseg_arrive(s, o->seq, &o->sig);
+  if (!root && (rc = wait_on(o, arrived, tmo, name, "its arrival"))) return rc;
+  o->extra_ns = nx_spin_for_bytes(piece);
+  for (uint32_t c = 0; c < pieces; c++) {
+    size_t off = (size_t)c * piece, len = NX_MIN(piece, blk - off);
+    uint8_t *p = at + (size_t)(c % ring) * piece;
+    o->next = 0;
+    if (root) {
+      if (c >= ring) {
+        if (!checked++ && (rc = wait_on(o, arrived, tmo, name, "its arrival"))) return rc;
+        o->next = 0;
+        o->need = c - ring + 1;
+        if ((rc = wait_on(o, pieces_read, tmo, name, "it to read a piece"))) return rc;
+      }
+      memcpy(p, user + off, len);
+    } else {
+      o->need = c + 1;
+      if ((rc = wait_on(o, piece_written, tmo, name, "the root's next piece"))) return rc;
+      memcpy(user + off, p, len);
+    }
+    nx_cseg_stream(s, o->seq, c + 1);
+  }
+  o->next = 0;
+  return root && !checked ? wait_on(o, arrived, tmo, name, "its arrival") : 0;
+}
+
 static int run(nx_job *j, const nx_coll_sig *sig);
 
 int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
@@ -694,14 +642,15 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
                         .count = sig->count};
   uint32_t tmo = nx_coll_timeout_ms(j->k);
   const char *name = nx_job_name(j);
-  size_t pub = published(j, c->size, c->rank == j->root);
-  o.extra_ns = nx_spin_for_bytes(NX_MIN(published(j, c->size, 1), o.s->slot));
+  size_t pub = nx_segcoll_published(j, c->size, c->rank == j->root);
+  o.extra_ns = nx_spin_for_bytes(NX_MIN(nx_segcoll_published(j, c->size, 1), o.s->slot));
   /* a peer failed it before we began (it told us): nothing to publish */
   int rc = nx_coll_failed(j->k);
   if (rc) return rc;
   if (j->seg == NX_SEG_BCAST) return run_bcast(&o, tmo, name);
   rc = wait_on(&o, drained, tmo, name, "it to begin the next collective");
   if (rc) return rc; /* not arrived: nobody waits for what we would have written */
+  if (j->seg == NX_SEG_STREAM) return run_stream(&o, tmo, name);
   const void *src =
       j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE || j->kind == NX_COLL_BROADCAST
           ? j->buf

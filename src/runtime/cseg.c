@@ -222,6 +222,12 @@ void nx_cseg_leave(nx_cseg *s, uint64_t seq) {
   bell(me);
 }
 
+void nx_cseg_stream(nx_cseg *s, uint64_t seq, uint32_t pieces) {
+  nx_cseg_ctl *me = &s->ctl[s->me];
+  announce(&me->stream, nx_cseg_stream_tag(seq, pieces));
+  bell(me);
+}
+
 int nx_cseg_arrival(uint64_t a, uint64_t msg, uint64_t e0, uint64_t e1, uint64_t seq) {
   if (a == seq + 1) return 1;
   /* arriving later takes having begun that later one, which it stores first */

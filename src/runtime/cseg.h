@@ -35,6 +35,14 @@
  * missing is a mismatch (found late, at that collective; the root tells the
  * rank, which may be waiting for its frames on the message path).
  *
+ * A broadcast above NX_CSEG_STREAM_MIN bytes streams instead of 2.-4.
+ * (NX_CSEG_PIECE below): every rank arrives; the root writes its data
+ * piece by piece into its buffer p as a ring, announcing each in its
+ * `stream` word, and waits for the arrivals (comparing signatures) once
+ * the ring is full or it wrote the last; readers wait for the arrivals,
+ * then copy each piece as it is announced and announce it read. The root
+ * returns once it wrote the last piece (step 1 of k + 2 keeps buffer p).
+ *
  * Small broadcasts take a deeper ring instead (nx_cseg_bent): root r writes
  * broadcast k into its entry k % NX_CSEG_BDEPTH (signature, data, then
  * seq = k + 1, release) and returns; a reader waits for that entry alone
@@ -138,7 +146,8 @@ typedef struct nx_cseg_ctl {
   _Atomic uint64_t entered;    /* the latest sequence this rank began */
   _Atomic uint64_t msg;        /* the latest sequence that took the message path */
   _Atomic uint64_t left;       /* single copy: the latest sequence it read all of */
-  char pad1[40];
+  _Atomic uint64_t stream;     /* streamed broadcast: nx_cseg_stream_tag of its last piece */
+  char pad1[32];
   _Atomic uint32_t gen, sleepers;
   char pad2[56];
   _Atomic uint64_t ack[NX_CSEG_RING]; /* nowait k: a bit per reader that took it */
@@ -186,6 +195,32 @@ typedef struct nx_cseg {
  * from three ranks on single copy starts above the buffer, as before. The
  * choice depends on n alone, so every rank makes the same. */
 #define NX_CSEG_SINGLE_MIN2 (16u << 10)
+
+/* A large broadcast between few ranks streams through its root's buffer
+ * (collective/segcoll.c, run_stream): the buffer is a ring of pieces of
+ * this many bytes; the root writes piece c into c % (slot / piece) and
+ * announces c + 1 pieces in its `stream`, a reader copies it out and
+ * announces the same in its own, and the root writes a piece over one only
+ * once every reader announced it. Root and readers copy at once, each a
+ * piece apart, the piece still in cache. */
+#define NX_CSEG_PIECE (64u << 10)
+_Static_assert(NX_CSEG_PIECE <= (64u << 10), "a buffer (nx_cseg_slot) holds a piece at least");
+/* Broadcasts stream from above this many bytes (the buffers below). */
+#define NX_CSEG_STREAM_MIN (16u << 10)
+
+/* The stream word of sequence seq after `pieces` pieces. */
+static inline uint64_t nx_cseg_stream_tag(uint64_t seq, uint32_t pieces) {
+  return (uint64_t)(uint32_t)(seq + 1) << 32 | pieces;
+}
+/* Does stream word w say `pieces` pieces of seq are out? A later sequence
+ * says all of seq are (a rank moves on only once it wrote, or read, all of
+ * it). Pure. */
+static inline int nx_cseg_streamed(uint64_t w, uint64_t seq, uint32_t pieces) {
+  int32_t d = (int32_t)((uint32_t)(w >> 32) - (uint32_t)(seq + 1));
+  return d > 0 || (d == 0 && (uint32_t)w >= pieces);
+}
+/* Announces `pieces` pieces of seq written (root) or read (a reader). */
+void nx_cseg_stream(nx_cseg *s, uint64_t seq, uint32_t pieces);
 
 /* Reads len bytes at address `from` of process pid into to: 0, or
  * NEXAR_ERR_PEER_LOST (the process is gone), NEXAR_ERR_PROTOCOL (the

@@ -299,6 +299,75 @@ static void bcast_ring(nexar_client *c, uint32_t me) {
   free(a);
 }
 
+/* Broadcasts above NX_CSEG_STREAM_MIN stream through the root's buffer as
+ * a ring of pieces (cseg.h): sizes around a piece and around the ring, from
+ * every root, checked exactly and shown to have streamed (each rank's
+ * stream word holds the collective's last piece); back to back, the root
+ * running ahead into the next; then mismatches, each MISMATCH on every rank
+ * at once (the root waits for the readers' arrivals): counts that differ
+ * (within the ring and past it), two ranks each calling itself the root,
+ * and readers taking the message path (non-blocking). */
+static void stream_bcast(nexar_client *c, uint32_t me) {
+  const size_t piece = NX_CSEG_PIECE, ring = nx_cseg_slot(W) / piece;
+  const size_t sizes[] = {NX_CSEG_STREAM_MIN + 1,
+                          piece - 1,
+                          piece,
+                          piece + 1,
+                          ring * piece - 1,
+                          ring * piece,
+                          ring * piece + 1,
+                          3 * ring * piece + 12345};
+  const size_t most = 3 * ring * piece + 12345;
+  uint8_t *b = malloc(most + piece);
+  int32_t a[4] = {0};
+  if (!b) FAIL("out of memory");
+  for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+    for (uint32_t root = 0; root < W; root++) {
+      size_t n = sizes[k];
+      for (size_t i = 0; i < n; i++)
+        b[i] = me == root ? (uint8_t)(i * 13 + k + root) : 0xee;
+      if (nexar_broadcast(c, b, n, NEXAR_U8, root)) FAIL("streamed broadcast %zu", n);
+      for (size_t i = 0; i < n; i++)
+        if (b[i] != (uint8_t)(i * 13 + k + root))
+          FAIL("streamed broadcast of %zu from %u: byte %zu", n, root, i);
+      uint64_t seq = atomic_load(&c->next_seq) - 1;
+      uint64_t w = atomic_load(&c->cseg->ctl[me].stream);
+      if (w != nx_cseg_stream_tag(seq, (uint32_t)((n + piece - 1) / piece)))
+        FAIL("broadcast of %zu did not stream (word %llx at #%llu)", n, (unsigned long long)w,
+             (unsigned long long)seq);
+    }
+  /* back to back from one root: it writes the next while readers copy */
+  for (uint32_t r = 0; r < 6; r++) {
+    size_t n = r % 2 ? most : ring * piece + 1;
+    for (size_t i = 0; i < n; i++)
+      b[i] = me == 0 ? (uint8_t)(i + r) : 0;
+    if (nexar_broadcast(c, b, n, NEXAR_U8, 0)) FAIL("broadcast #%u back to back", r);
+    for (size_t i = 0; i < n; i++)
+      if (b[i] != (uint8_t)(i + r)) FAIL("broadcast #%u back to back: byte %zu", r, i);
+  }
+  /* counts that differ, within the ring and past it */
+  const size_t counts[] = {2 * piece, most - piece};
+  for (int k = 0; k < 2; k++) {
+    int rc = nexar_broadcast(c, b, counts[k] + (me == 0 ? 0 : piece), NEXAR_U8, 0);
+    if (rc != NEXAR_ERR_MISMATCH)
+      FAIL("streamed broadcast counts %zu against more: %s", counts[k], nexar_strerror(rc));
+    after_late(c, me, 0, a, "streamed broadcast counts");
+  }
+  int rc = nexar_broadcast(c, b, most, NEXAR_U8, me == 0 ? 0 : 1);
+  if (rc != NEXAR_ERR_MISMATCH) FAIL("streamed broadcast roots 0 and 1: %s", nexar_strerror(rc));
+  after_late(c, me, 0, a, "streamed broadcast roots");
+  if (me == 0) {
+    rc = nexar_broadcast(c, b, most, NEXAR_U8, 0);
+  } else {
+    nexar_request *q = NULL;
+    if ((rc = nexar_broadcast_nb(c, b, most, NEXAR_U8, 0, &q)) == 0) rc = nexar_wait(q);
+  }
+  if (rc != NEXAR_ERR_MISMATCH)
+    FAIL("streamed broadcast against non-blocking readers: %s", nexar_strerror(rc));
+  after_late(c, me, 0, a, "streamed broadcast against non-blocking readers");
+  free(b);
+}
+
 /* The communicator's collective segment: every blocking collective at
  * sizes around what one rank may publish (nx_cseg_slot: above it they take
  * messages), checked exactly, with a non-blocking all_reduce in flight
@@ -413,6 +482,7 @@ static void segment(nexar_client *c, uint32_t me) {
   fast_notices(c, me);
   same_bits(c, me);
   bcast_ring(c, me);
+  stream_bcast(c, me);
   nowait_mismatches(c, me, a);
   free(a);
   free(b);

@@ -1,0 +1,132 @@
+/* Which collectives take the communicator's shared-memory segment, and how
+ * (coll.h, NX_SEG_*; segcoll.c runs them): pure functions of the call's
+ * arguments, the member count and the knobs, so every rank of a
+ * well-formed call chooses alike. */
+#include <stdint.h>
+
+#include "collective/algo.h"
+#include "collective/coll.h"
+#include "runtime/comm.h"
+#include "runtime/cseg.h"
+
+size_t nx_segcoll_published(const nx_job *j, uint32_t n, int is_root) {
+  size_t blk = j->count * j->es;
+  switch (j->kind) {
+  case NX_COLL_BARRIER:
+    return 0;
+  case NX_COLL_ALL_REDUCE:
+    return nx_algo_force_allreduce >= 0 ? SIZE_MAX : blk;
+  case NX_COLL_REDUCE:
+    return blk;
+  case NX_COLL_BROADCAST:
+    return nx_algo_force_broadcast >= 0 ? SIZE_MAX : is_root ? blk : 0;
+  case NX_COLL_ALL_GATHER:
+    return nx_algo_force_allgather >= 0 ? SIZE_MAX : blk;
+  case NX_COLL_GATHER:
+    return nx_algo_force_gather >= 0 ? SIZE_MAX : blk;
+  case NX_COLL_SCATTER:
+    return nx_algo_force_gather >= 0 ? SIZE_MAX : is_root ? blk * n : 0;
+  case NX_COLL_REDUCE_SCATTER:
+  case NX_COLL_ALL_TO_ALL:
+    return blk * n;
+  default:
+    return SIZE_MAX;
+  }
+}
+
+/* Single copy (cseg.h): a collective that only copies, too large for the
+ * segment's buffers, or between two ranks above NX_CSEG_SINGLE_MIN2.
+ * (Reductions above them keep the message path's pipelined ring: a
+ * single-copy all_reduce, each rank reducing its share from the others'
+ * buffers, measured slower at 4 MiB, n = 2 and 8.) Pure, as nx_segcoll_published. */
+static int single_copy(const nx_job *j, const nx_cseg *s) {
+  _Static_assert(NX_CSEG_SINGLE_MIN2 <= (64u << 10), "below the smallest buffer (nx_cseg_slot)");
+  /* (a broadcast above the buffers streams: streamed) */
+  int copies = j->kind == NX_COLL_SCATTER || j->kind == NX_COLL_GATHER ||
+               j->kind == NX_COLL_ALL_GATHER || j->kind == NX_COLL_ALL_TO_ALL;
+  size_t most = nx_segcoll_published(j, s->n, 1);
+  /* all_to_all of three or four ranks from a full buffer on: nexar-perf
+   * all_to_all --procs n=4, 1 MiB published, 3 alternating runs: 248-268
+   * us through the buffers, 155-186 by single copy (512 KiB: 71-77
+   * against 86-104, so below it the buffers stay; at n = 8 single copy
+   * was slower at 1 MiB, 590-680 against 420-480) */
+  size_t above = s->n == 2                                    ? NX_CSEG_SINGLE_MIN2
+                 : j->kind == NX_COLL_ALL_TO_ALL && s->n <= 4 ? s->slot - 1
+                                                              : s->slot;
+  return s->cma && copies && most != SIZE_MAX && most > above;
+}
+
+/* Bytes of a reduction's vector each collective of NX_SEG_CHUNKS takes:
+ * a buffer, and no more than NX_CSEG_REDUCE_MAX read in all. */
+static size_t chunk_bytes(uint32_t n) {
+  /* up to NX_CSEG_CHUNK_RANKS ranks a chunk is a whole buffer (eligible) */
+  _Static_assert((1u << 20) * NX_CSEG_CHUNK_RANKS <= NX_CSEG_REDUCE_MAX, "chunk_bytes");
+  size_t b = nx_cseg_slot(n);
+  return b * n > NX_CSEG_REDUCE_MAX ? NX_CSEG_REDUCE_MAX / n : b;
+}
+
+size_t nx_segcoll_chunk(const nx_job *j) {
+  return chunk_bytes(j->c->size) / j->es;
+}
+
+/* A reduction larger than the buffers, cut into collectives of a buffer
+ * each. Measured at n = 2 on 2 cores (nexar-perf all_reduce --procs, best
+ * of 3 against the message path's pipelined ring): 4 MiB 0.77 ms instead
+ * of 1.5, 64 MiB 14 ms instead of 26 (2 MiB the same). Pure. */
+static int chunks(const nx_job *j, uint32_t n) {
+  if (j->es > chunk_bytes(n)) return 0;
+  /* all_gather likewise, each chunk read by every rank from every rank, as
+   * single copy reads it, up to NX_CSEG_GATHER_CHUNKS buffers a rank:
+   * measured at n = 2 (alternating runs), 4 MiB in all 286 -> 165 us; at
+   * 16 and 64 MiB two copies through the segment and one by
+   * process_vm_readv were within noise of each other, the data no longer in
+   * cache. (all_to_all in chunks of slot / n per destination measured no
+   * faster at 4 or 64 MiB: it keeps single copy.) Not between two ranks
+   * any more: since waits poll for the bytes they wait for
+   * (segop.extra_ns), single copy measured faster there from 16 KiB up
+   * (cseg.h, NX_CSEG_SINGLE_MIN2), 8 MiB in all 1.08 -> 0.76 ms, 4 MiB 508
+   * -> 463 us. */
+  if (j->kind == NX_COLL_ALL_GATHER)
+    return nx_algo_force_allgather < 0 && n != 2 &&
+           j->count * j->es <= NX_CSEG_GATHER_CHUNKS * chunk_bytes(n);
+  if (n > NX_CSEG_CHUNK_RANKS) return 0;
+  if (j->kind == NX_COLL_ALL_REDUCE) return nx_algo_force_allreduce < 0;
+  return j->kind == NX_COLL_REDUCE;
+}
+
+/* A broadcast above NX_CSEG_STREAM_MIN streams through its root's buffer
+ * (cseg.h, NX_CSEG_PIECE), whatever the ranks. Measured with the harness
+ * of bench/compare.sh (broadcast, 3 alternating runs, against single copy
+ * between two ranks and whole buffers or chunks of a buffer from three
+ * on): n = 2: 64 KiB 7.2-8.0 -> 3.1-3.3 us, 1 MiB 73-75 -> 39-41, 4 MiB
+ * 325-359 -> 141, 16 MiB 3.1-3.4 -> 0.63-0.66 ms, 64 MiB 16.3-16.7 ->
+ * 4.1-4.6 ms (16 KiB: the buffers 1.43-1.53, streamed 1.51-1.77 us); n = 4:
+ * 1 MiB 190 -> 81 us, 4 MiB 0.80-0.84 -> 0.35-0.43 ms, 64 MiB 14.4 -> 8.6
+ * ms; n = 8: 4 MiB 1.25-1.35 -> 0.81-1.13 ms, 64 MiB 22-23 -> 18.5-19 ms.
+ * Pieces of 16 KiB to 256 KiB measured alike from 64 KiB up (16 KiB
+ * slower above 1 MiB). Pure. */
+static int streamed(const nx_job *j) {
+  size_t blk = j->count * j->es;
+  return j->kind == NX_COLL_BROADCAST && nx_algo_force_broadcast < 0 && blk > NX_CSEG_STREAM_MIN &&
+         blk / NX_CSEG_PIECE < UINT32_MAX;
+}
+
+int nx_segcoll_eligible(const nx_job *j) {
+  nexar_client *c = j->c;
+  if (!c->cseg || j->ad || c->size < 2) return NX_SEG_NONE;
+  if (streamed(j)) return NX_SEG_STREAM;
+  if (j->kind == NX_COLL_BROADCAST && nx_algo_force_broadcast < 0 &&
+      c->size <= NX_CSEG_BCAST_RANKS && j->count * j->es <= NX_CSEG_BCAST_MAX)
+    return NX_SEG_BCAST;
+  /* (chunks() takes reductions up to NX_CSEG_CHUNK_RANKS ranks only, where
+   * chunk_bytes is the buffer: this one test covers them too) */
+  size_t most = nx_segcoll_published(j, c->size, 1);
+  if (most != SIZE_MAX && most > nx_cseg_slot(c->size) && chunks(j, c->size)) return NX_SEG_CHUNKS;
+  if (single_copy(j, c->cseg)) return NX_SEG_SINGLE; /* any size */
+  /* the largest contribution of any rank decides, so all ranks agree */
+  if (most == SIZE_MAX || most > nx_cseg_slot(c->size)) return NX_SEG_NONE;
+  size_t reads = j->kind == NX_COLL_REDUCE_SCATTER ? most : most * c->size;
+  int reduces = j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE ||
+                j->kind == NX_COLL_REDUCE_SCATTER;
+  return !reduces || reads <= NX_CSEG_REDUCE_MAX ? NX_SEG_BUFFERS : NX_SEG_NONE;
+}
