@@ -104,17 +104,43 @@ static int chunks(const nx_job *j, uint32_t n) {
  * 1 MiB 190 -> 81 us, 4 MiB 0.80-0.84 -> 0.35-0.43 ms, 64 MiB 14.4 -> 8.6
  * ms; n = 8: 4 MiB 1.25-1.35 -> 0.81-1.13 ms, 64 MiB 22-23 -> 18.5-19 ms.
  * Pieces of 16 KiB to 256 KiB measured alike from 64 KiB up (16 KiB
- * slower above 1 MiB). Pure. */
-static int streamed(const nx_job *j) {
+ * slower above 1 MiB). Between two ranks the collectives that only copy
+ * stream too, each rank that sends through its own buffer, above
+ * NX_CSEG_STREAM_MIN bytes a rank sends, against single copy (3
+ * alternating runs, the harness for all_gather and all_to_all, the sizes
+ * in all; nexar-perf --procs for gather and scatter, the root's bytes):
+ * all_gather 64 KiB 6.0-6.1 -> 3.1-3.2 us, 1 MiB 44-51 -> 41-42, 4 MiB
+ * 211-214 -> 188-200, 16 MiB 1.30-1.37 -> 0.83-0.89 ms, 64 MiB 6.5-7.3 ->
+ * 5.3-5.6 ms; all_to_all 64 KiB 5.9-6.3 -> 3.0-3.2 us, 4 MiB 190-210 ->
+ * 183-190, 64 MiB 7.2-7.5 -> 5.1-5.5 ms; gather 64 KiB 6.6-7.2 -> 2.0-2.7
+ * us, 4 MiB 155-181 -> 131-149, 64 MiB 6.5-6.9 -> 3.5-3.6 ms. A scatter's
+ * root copies its own block too, which single copy does while the reader
+ * reads: streamed only up to NX_CSEG_SCATTER_STREAM_MAX a rank (64 KiB
+ * in all 5.5-6.0 -> 1.9-3.1 us, 256 KiB 8.6-9.1 -> 6.6-7.5; 1 MiB
+ * 21.4-21.7 against 24.6-28.2 streamed). Pure. */
+static int streamed(const nx_job *j, uint32_t n) {
   size_t blk = j->count * j->es;
-  return j->kind == NX_COLL_BROADCAST && nx_algo_force_broadcast < 0 && blk > NX_CSEG_STREAM_MIN &&
-         blk / NX_CSEG_PIECE < UINT32_MAX;
+  if (blk <= NX_CSEG_STREAM_MIN || blk / NX_CSEG_PIECE >= UINT32_MAX) return 0;
+  switch (j->kind) {
+  case NX_COLL_BROADCAST:
+    return nx_algo_force_broadcast < 0;
+  case NX_COLL_ALL_GATHER:
+    return n == 2 && nx_algo_force_allgather < 0;
+  case NX_COLL_GATHER:
+    return n == 2 && nx_algo_force_gather < 0;
+  case NX_COLL_SCATTER:
+    return n == 2 && nx_algo_force_gather < 0 && blk <= NX_CSEG_SCATTER_STREAM_MAX;
+  case NX_COLL_ALL_TO_ALL:
+    return n == 2;
+  default:
+    return 0;
+  }
 }
 
 int nx_segcoll_eligible(const nx_job *j) {
   nexar_client *c = j->c;
   if (!c->cseg || j->ad || c->size < 2) return NX_SEG_NONE;
-  if (streamed(j)) return NX_SEG_STREAM;
+  if (streamed(j, c->size)) return NX_SEG_STREAM;
   if (j->kind == NX_COLL_BROADCAST && nx_algo_force_broadcast < 0 &&
       c->size <= NX_CSEG_BCAST_RANKS && j->count * j->es <= NX_CSEG_BCAST_MAX)
     return NX_SEG_BCAST;

@@ -178,7 +178,8 @@ typedef struct segop {
   nx_cseg_sig sig;
   uint32_t next;     /* the first rank not yet seen */
   int cma;           /* single copy */
-  uint32_t need;     /* streamed broadcast: pieces a wait waits for */
+  uint32_t need;     /* streamed: pieces a wait waits for */
+  uint32_t from;     /* streamed: the rank whose pieces we read */
   uint64_t extra_ns; /* the others' copies of their parts take this long */
 } segop;
 
@@ -555,23 +556,22 @@ static int run_single_copy(segop *o, uint32_t tmo, const char *name) {
   return wait_on(o, all_left, tmo, name, "it to finish reading");
 }
 
-/* Streamed broadcast, reader: the root wrote o->need pieces. */
+/* Streamed, reader: our writer (o->from) wrote o->need pieces. */
 static int piece_written(void *arg, uint32_t *who) {
   segop *o = arg;
-  uint32_t root = o->j->root;
-  uint64_t w = atomic_load_explicit(&o->s->ctl[root].stream, memory_order_acquire);
+  uint64_t w = atomic_load_explicit(&o->s->ctl[o->from].stream, memory_order_acquire);
   if (nx_cseg_streamed(w, o->seq, o->need)) return 1;
-  *who = root;
+  *who = o->from;
   return 0;
 }
 
-/* Streamed broadcast, root: every reader read o->need pieces. */
+/* Streamed, writer: every other rank (each reads us) read o->need pieces. */
 static int pieces_read(void *arg, uint32_t *who) {
   segop *o = arg;
   nx_cseg *s = o->s;
   for (; o->next < s->n; o->next++) {
     if (o->next == s->me) continue;
-    uint64_t w = atomic_load_explicit(&s->ctl[o->next].stream, memory_order_acquire);
+    uint64_t w = atomic_load_explicit(&s->ctl[o->next].sread, memory_order_acquire);
     if (!nx_cseg_streamed(w, o->seq, o->need)) {
       *who = o->next;
       return 0;
@@ -580,44 +580,119 @@ static int pieces_read(void *arg, uint32_t *who) {
   return 1;
 }
 
-/* Streamed broadcast (cseg.h, NX_CSEG_PIECE), after step 1: every rank
- * arrives; the root writes pieces into its buffer as a ring, waiting for
- * the readers' arrivals (and signatures) once the ring is full or it is
- * done, and for their reading of a piece before it writes over it; a
- * reader waits for the arrivals, then copies each piece as it comes. The
- * root returns once it wrote the last: its buffer is not written again
- * before every reader began the next collective (step 1). */
+/* What this rank streams (src, NULL if it only reads) and where what it
+ * reads from rank o->from goes (dst, NULL if it only writes). Two ranks,
+ * but for a broadcast. */
+static void stream_ends(segop *o, const uint8_t **src, uint8_t **dst) {
+  nx_job *j = o->j;
+  uint32_t me = o->s->me, other = me ^ 1;
+  size_t blk = j->count * j->es, st = j->stride ? j->stride : blk;
+  *src = NULL;
+  *dst = NULL;
+  o->from = other;
+  switch (j->kind) {
+  case NX_COLL_BROADCAST:
+    o->from = j->root;
+    if (me == j->root)
+      *src = j->buf;
+    else
+      *dst = j->buf;
+    break;
+  case NX_COLL_ALL_GATHER:
+  case NX_COLL_GATHER:
+    if (j->kind == NX_COLL_ALL_GATHER || me != j->root) *src = j->send;
+    if (j->kind == NX_COLL_ALL_GATHER || me == j->root) *dst = (uint8_t *)j->recv + other * st;
+    break;
+  case NX_COLL_SCATTER:
+    if (me == j->root)
+      *src = (const uint8_t *)j->send + other * blk;
+    else
+      *dst = j->recv;
+    break;
+  case NX_COLL_ALL_TO_ALL:
+    *src = (const uint8_t *)j->send + other * blk;
+    *dst = (uint8_t *)j->recv + other * blk;
+    break;
+  default:
+    break;
+  }
+}
+
+/* Streamed, two ranks: our own block, copied once the stream is out (a
+ * writer's readers copy the ring's last pieces meanwhile). */
+static void stream_own(const segop *o) {
+  nx_job *j = o->j;
+  uint32_t me = o->s->me;
+  size_t blk = j->count * j->es, st = j->stride ? j->stride : blk;
+  const uint8_t *send = j->send;
+  uint8_t *recv = j->recv;
+  switch (j->kind) {
+  case NX_COLL_ALL_GATHER:
+  case NX_COLL_GATHER:
+    if ((j->kind == NX_COLL_ALL_GATHER || me == j->root) && send != recv + me * st)
+      memmove(recv + me * st, send, blk);
+    break;
+  case NX_COLL_SCATTER:
+    if (me == j->root && recv != send + me * blk) memmove(recv, send + me * blk, blk);
+    break;
+  case NX_COLL_ALL_TO_ALL: /* send and recv never overlap (validated) */
+    memcpy(recv + me * blk, send + me * blk, blk);
+    break;
+  default:
+    break;
+  }
+}
+
+/* Streamed (cseg.h, NX_CSEG_PIECE), after step 1: every rank arrives; a
+ * writer writes its pieces into its buffer as a ring, waiting for the
+ * arrivals (and signatures) once the ring is full or it is done, and for
+ * its readers' reading of a piece before it writes over it; a reader waits
+ * for the arrivals, then copies each piece of its writer as it comes. A
+ * rank that does both writes piece c, then reads piece c. It returns once
+ * it wrote and read the last: its buffer is not written again before
+ * every reader began the next collective (step 1). */
 static int run_stream(segop *o, uint32_t tmo, const char *name) {
   nx_job *j = o->j;
   nx_cseg *s = o->s;
   size_t blk = j->count * j->es, piece = NX_CSEG_PIECE;
   uint32_t pieces = (uint32_t)((blk + piece - 1) / piece), ring = (uint32_t)(s->slot / piece);
-  uint8_t *at = nx_cseg_buf(s, j->root, o->seq), *user = j->buf;
-  int root = s->me == j->root, checked = 0, rc = 0;
+  const uint8_t *src;
+  uint8_t *dst, *mine = nx_cseg_buf(s, s->me, o->seq), *theirs;
+  stream_ends(o, &src, &dst);
+  theirs = nx_cseg_buf(s, o->from, o->seq);
+  int checked = 0, rc = 0;
   nx_cseg_arrive(s, o->seq, &o->sig);
-  if (!root && (rc = wait_on(o, arrived, tmo, name, "its arrival"))) return rc;
   o->extra_ns = nx_spin_for_bytes(piece);
-  for (uint32_t c = 0; c < pieces; c++) {
-    size_t off = (size_t)c * piece, len = NX_MIN(piece, blk - off);
-    uint8_t *p = at + (size_t)(c % ring) * piece;
-    o->next = 0;
-    if (root) {
-      if (c >= ring) {
+  /* writing and reading: half the ring ahead of what it reads */
+  uint32_t lead = dst ? (ring + 1) / 2 : pieces, wrote = 0;
+  for (uint32_t c = 0; c < pieces || (src && wrote < pieces); c++) {
+    for (; src && wrote < pieces && wrote < c + lead; wrote++) {
+      size_t off = (size_t)wrote * piece, len = NX_MIN(piece, blk - off);
+      if (wrote >= ring) {
+        o->next = 0;
         if (!checked++ && (rc = wait_on(o, arrived, tmo, name, "its arrival"))) return rc;
         o->next = 0;
-        o->need = c - ring + 1;
+        o->need = wrote - ring + 1;
         if ((rc = wait_on(o, pieces_read, tmo, name, "it to read a piece"))) return rc;
       }
-      memcpy(p, user + off, len);
-    } else {
-      o->need = c + 1;
-      if ((rc = wait_on(o, piece_written, tmo, name, "the root's next piece"))) return rc;
-      memcpy(user + off, p, len);
+      memcpy(mine + (size_t)(wrote % ring) * piece, src + off, len);
+      nx_cseg_stream(s, 0, o->seq, wrote + 1);
     }
-    nx_cseg_stream(s, o->seq, c + 1);
+    if (dst && c < pieces) {
+      size_t off = (size_t)c * piece, len = NX_MIN(piece, blk - off);
+      o->next = 0;
+      if (!checked++ && (rc = wait_on(o, arrived, tmo, name, "its arrival"))) return rc;
+      o->need = c + 1;
+      if ((rc = wait_on(o, piece_written, tmo, name, "its writer's next piece"))) return rc;
+      memcpy(dst + off, theirs + (size_t)(c % ring) * piece, len);
+      nx_cseg_stream(s, 1, o->seq, c + 1);
+    }
+    if (!dst && wrote >= pieces) break;
   }
   o->next = 0;
-  return root && !checked ? wait_on(o, arrived, tmo, name, "its arrival") : 0;
+  if (!checked && (rc = wait_on(o, arrived, tmo, name, "its arrival"))) return rc;
+  stream_own(o);
+  return 0;
 }
 
 static int run(nx_job *j, const nx_coll_sig *sig);
@@ -685,7 +760,8 @@ int nx_segcoll_nowait(const nx_job *j) {
    * arrivals it finds the mismatch itself, and still writes chunk i + 1
    * while the readers copy chunk i. */
   return (j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER) && j->c->rank == j->root &&
-         j->c->size <= NX_CSEG_BCAST_RANKS && j->seg != NX_SEG_SINGLE && j->seg != NX_SEG_CHUNKS;
+         j->c->size <= NX_CSEG_BCAST_RANKS && j->seg != NX_SEG_SINGLE && j->seg != NX_SEG_CHUNKS &&
+         j->seg != NX_SEG_STREAM;
 }
 
 void nx_segcoll_mark(nx_job *j) {

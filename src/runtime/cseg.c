@@ -222,9 +222,9 @@ void nx_cseg_leave(nx_cseg *s, uint64_t seq) {
   bell(me);
 }
 
-void nx_cseg_stream(nx_cseg *s, uint64_t seq, uint32_t pieces) {
+void nx_cseg_stream(nx_cseg *s, int read, uint64_t seq, uint32_t pieces) {
   nx_cseg_ctl *me = &s->ctl[s->me];
-  announce(&me->stream, nx_cseg_stream_tag(seq, pieces));
+  announce(read ? &me->sread : &me->stream, nx_cseg_stream_tag(seq, pieces));
   bell(me);
 }
 

@@ -36,12 +36,14 @@
  * rank, which may be waiting for its frames on the message path).
  *
  * A broadcast above NX_CSEG_STREAM_MIN bytes streams instead of 2.-4.
- * (NX_CSEG_PIECE below): every rank arrives; the root writes its data
- * piece by piece into its buffer p as a ring, announcing each in its
- * `stream` word, and waits for the arrivals (comparing signatures) once
- * the ring is full or it wrote the last; readers wait for the arrivals,
- * then copy each piece as it is announced and announce it read. The root
- * returns once it wrote the last piece (step 1 of k + 2 keeps buffer p).
+ * (NX_CSEG_PIECE below), as do all_gather, all_to_all, gather and scatter
+ * of two ranks: every rank arrives; a writer (the root; each rank that
+ * sends) writes its data piece by piece into its buffer p as a ring,
+ * announcing each in its `stream` word, and waits for the arrivals
+ * (comparing signatures) once the ring is full or it wrote the last; a
+ * reader waits for the arrivals, then copies each piece of its writer as
+ * it is announced and announces it in `sread`. A rank returns once it
+ * wrote and read its last piece (step 1 of k + 2 keeps buffer p).
  *
  * Small broadcasts take a deeper ring instead (nx_cseg_bent): root r writes
  * broadcast k into its entry k % NX_CSEG_BDEPTH (signature, data, then
@@ -146,8 +148,9 @@ typedef struct nx_cseg_ctl {
   _Atomic uint64_t entered;    /* the latest sequence this rank began */
   _Atomic uint64_t msg;        /* the latest sequence that took the message path */
   _Atomic uint64_t left;       /* single copy: the latest sequence it read all of */
-  _Atomic uint64_t stream;     /* streamed broadcast: nx_cseg_stream_tag of its last piece */
-  char pad1[32];
+  _Atomic uint64_t stream;     /* streamed: nx_cseg_stream_tag of the last piece it wrote */
+  _Atomic uint64_t sread;      /* streamed: of the last piece it read */
+  char pad1[24];
   _Atomic uint32_t gen, sleepers;
   char pad2[56];
   _Atomic uint64_t ack[NX_CSEG_RING]; /* nowait k: a bit per reader that took it */
@@ -196,17 +199,20 @@ typedef struct nx_cseg {
  * choice depends on n alone, so every rank makes the same. */
 #define NX_CSEG_SINGLE_MIN2 (16u << 10)
 
-/* A large broadcast between few ranks streams through its root's buffer
- * (collective/segcoll.c, run_stream): the buffer is a ring of pieces of
- * this many bytes; the root writes piece c into c % (slot / piece) and
- * announces c + 1 pieces in its `stream`, a reader copies it out and
- * announces the same in its own, and the root writes a piece over one only
- * once every reader announced it. Root and readers copy at once, each a
- * piece apart, the piece still in cache. */
+/* A large broadcast streams through its root's buffer (collective/segcoll.c,
+ * run_stream), and between two ranks so do all_gather, all_to_all, gather
+ * and scatter through the buffer of each rank that sends: the buffer is a
+ * ring of pieces of this many bytes; a writer writes piece c into
+ * c % (slot / piece) and announces c + 1 pieces in its `stream`, a reader
+ * copies it out and announces the same in its `sread`, and the writer
+ * writes a piece over one only once every reader announced it. Writers and
+ * readers copy at once, a piece apart, the piece still in cache. */
 #define NX_CSEG_PIECE (64u << 10)
 _Static_assert(NX_CSEG_PIECE <= (64u << 10), "a buffer (nx_cseg_slot) holds a piece at least");
-/* Broadcasts stream from above this many bytes (the buffers below). */
+/* Streamed above this many bytes a rank sends (the buffers below). */
 #define NX_CSEG_STREAM_MIN (16u << 10)
+/* A scatter's block streams up to this many bytes (segchoice.c says why). */
+#define NX_CSEG_SCATTER_STREAM_MAX (256u << 10)
 
 /* The stream word of sequence seq after `pieces` pieces. */
 static inline uint64_t nx_cseg_stream_tag(uint64_t seq, uint32_t pieces) {
@@ -219,8 +225,8 @@ static inline int nx_cseg_streamed(uint64_t w, uint64_t seq, uint32_t pieces) {
   int32_t d = (int32_t)((uint32_t)(w >> 32) - (uint32_t)(seq + 1));
   return d > 0 || (d == 0 && (uint32_t)w >= pieces);
 }
-/* Announces `pieces` pieces of seq written (root) or read (a reader). */
-void nx_cseg_stream(nx_cseg *s, uint64_t seq, uint32_t pieces);
+/* Announces `pieces` pieces of seq written (stream) or read (sread). */
+void nx_cseg_stream(nx_cseg *s, int read, uint64_t seq, uint32_t pieces);
 
 /* Reads len bytes at address `from` of process pid into to: 0, or
  * NEXAR_ERR_PEER_LOST (the process is gone), NEXAR_ERR_PROTOCOL (the

@@ -301,13 +301,24 @@ static void bcast_ring(nexar_client *c, uint32_t me) {
 
 /* Broadcasts above NX_CSEG_STREAM_MIN stream through the root's buffer as
  * a ring of pieces (cseg.h): sizes around a piece and around the ring, from
- * every root, checked exactly and shown to have streamed (each rank's
- * stream word holds the collective's last piece); back to back, the root
- * running ahead into the next; then mismatches, each MISMATCH on every rank
- * at once (the root waits for the readers' arrivals): counts that differ
- * (within the ring and past it), two ranks each calling itself the root,
- * and readers taking the message path (non-blocking). */
-static void stream_bcast(nexar_client *c, uint32_t me) {
+ * every root, checked exactly and shown to have streamed (stream_check);
+ * between two ranks all_gather (in place too), all_to_all, gather and
+ * scatter likewise; broadcasts back to back, the root running ahead into
+ * the next; then mismatches, each MISMATCH on every rank at once (the root
+ * waits for the readers' arrivals): counts that differ (within the ring
+ * and past it), two ranks each calling itself the root, and readers taking
+ * the message path (non-blocking). */
+/* The collective just finished streamed on this rank: what it wrote (how 0)
+ * or read (2), or both (1), is its last piece in its stream words. */
+static void stream_check(nexar_client *c, uint32_t me, int how, uint32_t pieces, const char *what) {
+  uint64_t seq = atomic_load(&c->next_seq) - 1, want = nx_cseg_stream_tag(seq, pieces);
+  uint64_t w = atomic_load(&c->cseg->ctl[me].stream), r = atomic_load(&c->cseg->ctl[me].sread);
+  if ((how < 2 && w != want) || (how > 0 && r != want))
+    FAIL("%s of %u pieces did not stream (words %llx %llx at #%llu)", what, pieces,
+         (unsigned long long)w, (unsigned long long)r, (unsigned long long)seq);
+}
+
+static void stream_colls(nexar_client *c, uint32_t me) {
   const size_t piece = NX_CSEG_PIECE, ring = nx_cseg_slot(W) / piece;
   const size_t sizes[] = {NX_CSEG_STREAM_MIN + 1,
                           piece - 1,
@@ -330,12 +341,62 @@ static void stream_bcast(nexar_client *c, uint32_t me) {
       for (size_t i = 0; i < n; i++)
         if (b[i] != (uint8_t)(i * 13 + k + root))
           FAIL("streamed broadcast of %zu from %u: byte %zu", n, root, i);
-      uint64_t seq = atomic_load(&c->next_seq) - 1;
-      uint64_t w = atomic_load(&c->cseg->ctl[me].stream);
-      if (w != nx_cseg_stream_tag(seq, (uint32_t)((n + piece - 1) / piece)))
-        FAIL("broadcast of %zu did not stream (word %llx at #%llu)", n, (unsigned long long)w,
-             (unsigned long long)seq);
+      stream_check(c, me, me == root ? 0 : 2, (uint32_t)((n + piece - 1) / piece), "broadcast");
     }
+  /* two ranks: all_gather (also in place), all_to_all, gather and scatter
+   * stream each rank's part through its own buffer, both ways at once */
+  if (W == 2) {
+    const size_t two[] = {piece + 1, ring * piece + 1, 3 * ring * piece + 12345};
+    uint8_t *x = malloc(2 * most), *y = malloc(2 * most);
+    if (!x || !y) FAIL("out of memory");
+    for (size_t k = 0; k < 3; k++) {
+      size_t n = two[k];
+      uint32_t pieces = (uint32_t)((n + piece - 1) / piece);
+      for (int in_place = 0; in_place < 2; in_place++) {
+        for (size_t i = 0; i < 2 * n; i++)
+          y[i] = 0xee;
+        for (size_t i = 0; i < n; i++)
+          (in_place ? y + me * n : x)[i] = (uint8_t)(me * 101 + i * 7 + k);
+        if (nexar_all_gather(c, in_place ? y + me * n : x, y, n, NEXAR_U8))
+          FAIL("streamed all_gather %zu", n);
+        for (size_t i = 0; i < 2 * n; i++)
+          if (y[i] != (uint8_t)((i / n) * 101 + (i % n) * 7 + k))
+            FAIL("streamed all_gather of %zu (in place %d): byte %zu", n, in_place, i);
+      }
+      stream_check(c, me, 1, pieces, "all_gather");
+      for (size_t i = 0; i < 2 * n; i++)
+        x[i] = (uint8_t)(me * 53 + i * 3 + k);
+      if (nexar_all_to_all(c, x, y, n, NEXAR_U8)) FAIL("streamed all_to_all %zu", n);
+      for (uint32_t r = 0; r < 2; r++)
+        for (size_t i = 0; i < n; i++)
+          if (y[r * n + i] != (uint8_t)(r * 53 + (me * n + i) * 3 + k))
+            FAIL("streamed all_to_all of %zu: block %u byte %zu", n, r, i);
+      stream_check(c, me, 1, pieces, "all_to_all");
+      for (uint32_t root = 0; root < 2; root++) {
+        for (size_t i = 0; i < n; i++)
+          x[i] = (uint8_t)(me * 11 + i + root);
+        memset(y, 0xee, 2 * n);
+        if (nexar_gather(c, x, me == root ? y : NULL, n, NEXAR_U8, root))
+          FAIL("streamed gather %zu", n);
+        for (size_t i = 0; me == root && i < 2 * n; i++)
+          if (y[i] != (uint8_t)((i / n) * 11 + i % n + root))
+            FAIL("streamed gather of %zu to %u: byte %zu", n, root, i);
+        stream_check(c, me, me == root ? 2 : 0, pieces, "gather");
+        for (size_t i = 0; i < 2 * n; i++)
+          x[i] = (uint8_t)(root * 29 + i);
+        memset(y, 0xee, n);
+        if (nexar_scatter(c, me == root ? x : NULL, y, n, NEXAR_U8, root))
+          FAIL("streamed scatter %zu", n);
+        for (size_t i = 0; i < n; i++)
+          if (y[i] != (uint8_t)(root * 29 + me * n + i))
+            FAIL("scatter of %zu from %u: byte %zu", n, root, i);
+        if (n <= NX_CSEG_SCATTER_STREAM_MAX)
+          stream_check(c, me, me == root ? 0 : 2, pieces, "scatter");
+      }
+    }
+    free(x);
+    free(y);
+  }
   /* back to back from one root: it writes the next while readers copy */
   for (uint32_t r = 0; r < 6; r++) {
     size_t n = r % 2 ? most : ring * piece + 1;
@@ -482,7 +543,7 @@ static void segment(nexar_client *c, uint32_t me) {
   fast_notices(c, me);
   same_bits(c, me);
   bcast_ring(c, me);
-  stream_bcast(c, me);
+  stream_colls(c, me);
   nowait_mismatches(c, me, a);
   free(a);
   free(b);

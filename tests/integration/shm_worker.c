@@ -31,7 +31,7 @@
  *   (segments mapped whole at set-up take none; the script judges).
  * coll: every rank runs blocking all_reduce of 16 floats (the communicator's
  *   shared-memory segment), every other call a broadcast or all_gather too
- *   large for its buffers (in chunks; single copy), and between those bursts of 64
+ *   large for its buffers (streamed; single copy), and between those bursts of 64
  *   small broadcasts (the root's ring), in a loop, checked exactly, until
  *   one fails (a rank killed, a third process writing into the segment),
  *   then prints
@@ -257,8 +257,8 @@ static void forge_mode(nexar_client *c) {
 
 static void coll_mode(nexar_client *c) {
   float v[16];
-  /* every other call too large for the segment's buffers: a broadcast in
-   * consecutive chunks, an all_gather by single copy
+  /* every other call too large for the segment's buffers: a broadcast
+   * streamed through its root's buffer, an all_gather by single copy
    * (process_vm_readv from the others' buffers), so a kill lands in those
    * too */
   enum { BIG = 300000 };
@@ -270,7 +270,7 @@ static void coll_mode(nexar_client *c) {
     int rc;
     uint32_t add = (uint32_t)(k % 100);
     if (k % 4 == 1) {
-      op = "chunked broadcast";
+      op = "streamed broadcast";
       uint32_t root = (uint32_t)(k / 4 % W);
       for (uint32_t i = 0; i < BIG; i++)
         big[i] = me == root ? (float)(root + i % 1000 + add) : -1.0f;
