@@ -181,13 +181,25 @@ typedef struct segop {
   uint32_t need;     /* streamed: pieces a wait waits for */
   uint32_t from;     /* streamed: the rank whose pieces we read */
   uint64_t extra_ns; /* the others' copies of their parts take this long */
+  int extra_set;     /* extra_ns found (wait_on) */
 } segop;
 
 /* Waits for pred on o (nx_cseg_wait), polling through the copy time of
- * o's bytes before it sleeps: a wake-up costs more than the rest. */
-static int wait_on(segop *o, int (*pred)(void *arg, uint32_t *who), uint32_t tmo, const char *name,
-                   const char *step) {
-  return nx_cseg_wait(o->s, o->j->k, pred, o, o->extra_ns, tmo, name, step);
+ * o's bytes before it sleeps: a wake-up costs more than the rest. What
+ * only a wait needs (that time, the timeout, the name for its errors) is
+ * found once pred is not true at once: most small collectives never
+ * wait. */
+static int wait_on(segop *o, int (*pred)(void *arg, uint32_t *who), const char *step) {
+  uint32_t who = 0;
+  int rc = pred(o, &who);
+  if (rc) return rc < 0 ? rc : 0;
+  nx_job *j = o->j;
+  if (!o->extra_set) {
+    o->extra_ns = nx_spin_for_bytes(NX_MIN(nx_segcoll_published(j, o->s->n, 1), o->s->slot));
+    o->extra_set = 1;
+  }
+  return nx_cseg_wait(o->s, j->k, pred, o, o->extra_ns, nx_coll_timeout_ms(j->k), nx_job_name(j),
+                      step);
 }
 
 static int mismatch(const segop *o, uint64_t k, const nx_cseg_sig *ours, uint32_t r,
@@ -392,18 +404,18 @@ static int bring_ready(void *arg, uint32_t *who) {
   return memcmp(&theirs, &o->sig, sizeof theirs) ? mismatch(o, o->seq, &o->sig, root, &theirs) : 1;
 }
 
-static int run_bcast(segop *o, uint32_t tmo, const char *name) {
+static int run_bcast(segop *o) {
   nx_job *j = o->j;
   nx_cseg *s = o->s;
   size_t blk = j->count * j->es;
   if (s->me == j->root) {
-    int rc = wait_on(o, bring_free, tmo, name, "it to begin a later collective");
+    int rc = wait_on(o, bring_free, "it to begin a later collective");
     if (rc) return rc;
     nx_cseg_bpublish(s, o->seq, &o->sig, j->buf, blk);
     push_pending(s, o->seq, &nx_cseg_bentry(s, s->me, o->seq)->ack);
     return 0;
   }
-  int rc = wait_on(o, bring_ready, tmo, name, "the root's broadcast");
+  int rc = wait_on(o, bring_ready, "the root's broadcast");
   if (rc) return rc;
   nx_cseg_bent *e = nx_cseg_bentry(s, j->root, o->seq);
   if (blk) memcpy(j->buf, e->data, blk);
@@ -548,12 +560,12 @@ static void compute(const segop *o) {
  * say so, then wait until every rank has read ours (the caller may reuse
  * its buffers once we return). A rank that fails here never says it left:
  * the others hear its failure instead of returning. */
-static int run_single_copy(segop *o, uint32_t tmo, const char *name) {
+static int run_single_copy(segop *o) {
   int rc = o->j->count ? read_all(o) : 0;
   if (rc) return rc;
   nx_cseg_leave(o->s, o->seq);
   o->next = 0;
-  return wait_on(o, all_left, tmo, name, "it to finish reading");
+  return wait_on(o, all_left, "it to finish reading");
 }
 
 /* Streamed, reader: our writer (o->from) wrote o->need pieces. */
@@ -651,7 +663,7 @@ static void stream_own(const segop *o) {
  * rank that does both writes piece c, then reads piece c. It returns once
  * it wrote and read the last: its buffer is not written again before
  * every reader began the next collective (step 1). */
-static int run_stream(segop *o, uint32_t tmo, const char *name) {
+static int run_stream(segop *o) {
   nx_job *j = o->j;
   nx_cseg *s = o->s;
   size_t blk = j->count * j->es, piece = NX_CSEG_PIECE;
@@ -663,6 +675,7 @@ static int run_stream(segop *o, uint32_t tmo, const char *name) {
   int checked = 0, rc = 0;
   nx_cseg_arrive(s, o->seq, &o->sig);
   o->extra_ns = nx_spin_for_bytes(piece);
+  o->extra_set = 1;
   /* writing and reading: half the ring ahead of what it reads */
   uint32_t lead = dst ? (ring + 1) / 2 : pieces, wrote = 0;
   for (uint32_t c = 0; c < pieces || (src && wrote < pieces); c++) {
@@ -670,10 +683,10 @@ static int run_stream(segop *o, uint32_t tmo, const char *name) {
       size_t off = (size_t)wrote * piece, len = NX_MIN(piece, blk - off);
       if (wrote >= ring) {
         o->next = 0;
-        if (!checked++ && (rc = wait_on(o, arrived, tmo, name, "its arrival"))) return rc;
+        if (!checked++ && (rc = wait_on(o, arrived, "its arrival"))) return rc;
         o->next = 0;
         o->need = wrote - ring + 1;
-        if ((rc = wait_on(o, pieces_read, tmo, name, "it to read a piece"))) return rc;
+        if ((rc = wait_on(o, pieces_read, "it to read a piece"))) return rc;
       }
       memcpy(mine + (size_t)(wrote % ring) * piece, src + off, len);
       nx_cseg_stream(s, 0, o->seq, wrote + 1);
@@ -681,16 +694,16 @@ static int run_stream(segop *o, uint32_t tmo, const char *name) {
     if (dst && c < pieces) {
       size_t off = (size_t)c * piece, len = NX_MIN(piece, blk - off);
       o->next = 0;
-      if (!checked++ && (rc = wait_on(o, arrived, tmo, name, "its arrival"))) return rc;
+      if (!checked++ && (rc = wait_on(o, arrived, "its arrival"))) return rc;
       o->need = c + 1;
-      if ((rc = wait_on(o, piece_written, tmo, name, "its writer's next piece"))) return rc;
+      if ((rc = wait_on(o, piece_written, "its writer's next piece"))) return rc;
       memcpy(dst + off, theirs + (size_t)(c % ring) * piece, len);
       nx_cseg_stream(s, 1, o->seq, c + 1);
     }
     if (!dst && wrote >= pieces) break;
   }
   o->next = 0;
-  if (!checked && (rc = wait_on(o, arrived, tmo, name, "its arrival"))) return rc;
+  if (!checked && (rc = wait_on(o, arrived, "its arrival"))) return rc;
   stream_own(o);
   return 0;
 }
@@ -715,17 +728,14 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
                         .redop = sig->redop,
                         .root = sig->root,
                         .count = sig->count};
-  uint32_t tmo = nx_coll_timeout_ms(j->k);
-  const char *name = nx_job_name(j);
-  size_t pub = nx_segcoll_published(j, c->size, c->rank == j->root);
-  o.extra_ns = nx_spin_for_bytes(NX_MIN(nx_segcoll_published(j, c->size, 1), o.s->slot));
   /* a peer failed it before we began (it told us): nothing to publish */
   int rc = nx_coll_failed(j->k);
   if (rc) return rc;
-  if (j->seg == NX_SEG_BCAST) return run_bcast(&o, tmo, name);
-  rc = wait_on(&o, drained, tmo, name, "it to begin the next collective");
+  if (j->seg == NX_SEG_BCAST) return run_bcast(&o);
+  rc = wait_on(&o, drained, "it to begin the next collective");
   if (rc) return rc; /* not arrived: nobody waits for what we would have written */
-  if (j->seg == NX_SEG_STREAM) return run_stream(&o, tmo, name);
+  if (j->seg == NX_SEG_STREAM) return run_stream(&o);
+  size_t pub = nx_segcoll_published(j, c->size, c->rank == j->root);
   const void *src =
       j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE || j->kind == NX_COLL_BROADCAST
           ? j->buf
@@ -740,8 +750,8 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
     if (j->count) compute(&o);
     return 0;
   }
-  rc = wait_on(&o, arrived, tmo, name, "its arrival");
-  if (!rc && o.cma) return run_single_copy(&o, tmo, name);
+  rc = wait_on(&o, arrived, "its arrival");
+  if (!rc && o.cma) return run_single_copy(&o);
   if (rc) return rc;
   if (j->count) compute(&o); /* (count 0: buffers may be NULL) */
   /* the root may not have waited for us: it checks our bit later */
