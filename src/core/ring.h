@@ -31,6 +31,14 @@
 #include "core/common.h"
 #include "core/frame.h"
 
+/* A consumer about to sleep counts itself in waiters (a read-modify-write,
+ * seen at once) and keeps looking for this long before it sleeps: the
+ * producer's release store of tail may still sit in its CPU's store buffer
+ * when it reads waiters (no fence: see nx_ring_put), but that drains within
+ * far less, so either the producer sees the waiter and rings the doorbell,
+ * or the consumer sees the record. */
+#define NX_RING_GRACE_NS 2000u
+
 typedef struct nx_ring_ctl {
   _Atomic uint64_t tail; /* producer */
   char pad0[56];

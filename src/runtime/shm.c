@@ -24,8 +24,9 @@
  * ring when it has room, else the lane or QUIC as before.
  *
  * Waking. Readers poll the rings on every progress pass. A thread about to
- * sleep counts itself in each inbound ring's `waiters`, then looks once
- * more; a writer that sees waiters after publishing sends one lane datagram
+ * sleep counts itself in each inbound ring's `waiters`, then looks on for
+ * NX_RING_GRACE_NS (ring.h says why); a writer that sees waiters after
+ * publishing sends one lane datagram
  * (the doorbell), which wakes the epoll the sleeper waits in. Spinning or
  * yielding before the sleep is the engine's choice (nx_ep_spin_ns).
  *
@@ -256,8 +257,8 @@ void nx_shm_on_seg_ok_locked(nx_ep *ep, nx_peer *p) {
 /* ------------------------------------------------------------------- send */
 
 static void ring_bell(nx_ep *ep, nx_shm *s) {
-  /* tail was stored seq_cst: a reader that counted itself in waiters before
-   * its last look either saw the record or is seen here */
+  /* a reader that counted itself in waiters before its last look (which
+   * lasts NX_RING_GRACE_NS: ring.h) either saw the record or is seen here */
   if (atomic_load(&s->tx.ctl->waiters) && !atomic_exchange(&s->tx.ctl->bell, 1) &&
       send_ctl(ep, s->peer, NX_LANE_BELL, -1))
     atomic_store(&s->tx.ctl->bell, 0); /* not sent (socket full): the next record tries */
@@ -568,12 +569,29 @@ int nx_shm_pending_locked(nx_ep *ep) {
   return 0;
 }
 
+static int any_ready(nx_shm *first) {
+  for (nx_shm *s = first; s; s = s->next)
+    if (!atomic_load(&s->dead) && nx_ring_ready(s->rx.ctl)) return 1;
+  return 0;
+}
+
 void *nx_shm_sleep_begin(nx_ep *ep, int *ready) {
   nx_shm *first = atomic_load(&ep->shm_all);
-  *ready = 0;
-  for (nx_shm *s = first; s; s = s->next) {
+  if (!first) {
+    *ready = 0;
+    return NULL;
+  }
+  for (nx_shm *s = first; s; s = s->next)
     atomic_fetch_add(&s->rx.ctl->waiters, 1);
-    if (!atomic_load(&s->dead) && nx_ring_ready(s->rx.ctl)) *ready = 1;
+  /* looking on for the grace (ring.h, NX_RING_GRACE_NS) */
+  uint64_t until = 0;
+  while (!(*ready = any_ready(first))) {
+    uint64_t now = nx_now_ns();
+    if (!until)
+      until = now + NX_RING_GRACE_NS;
+    else if (now >= until)
+      break;
+    nx_cpu_relax();
   }
   return first;
 }
