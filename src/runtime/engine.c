@@ -635,9 +635,10 @@ static void *progress_main(void *arg) {
      * it here would hand every step over between threads. */
     if (!spinning && nx_ep_run_deferred(ep)) ts.tv_sec = 0, ts.tv_nsec = 0;
     int fd = driven ? ep->epfd_ctl : ep->epfd;
-    /* the shared-memory rings ring the lane (our epoll) only for waiters */
-    int ready = 0;
-    void *tok = driven ? NULL : nx_shm_sleep_begin(ep, &ready);
+    /* the shared-memory rings ring the lane (our epoll) only for waiters
+     * (a waiter looks on for a grace: only when it will sleep) */
+    int ready = 0, sleeps = ts.tv_sec || ts.tv_nsec;
+    void *tok = driven || !sleeps ? NULL : nx_shm_sleep_begin(ep, &ready);
     if (ready) ts.tv_sec = 0, ts.tv_nsec = 0;
     int n = epoll_pwait2(fd, evs, 4, &ts, NULL);
     nx_shm_sleep_end(tok);
