@@ -571,8 +571,9 @@ static int run_single_copy(segop *o) {
 /* Streamed, reader: our writer (o->from) wrote o->need pieces. */
 static int piece_written(void *arg, uint32_t *who) {
   segop *o = arg;
-  uint64_t w = atomic_load_explicit(&o->s->ctl[o->from].stream, memory_order_acquire);
-  if (nx_cseg_streamed(w, o->seq, o->need)) return 1;
+  /* seq's count: its arrival, which we saw, published the zero before it */
+  if (atomic_load_explicit(&o->s->ctl[o->from].stream[o->seq & 1], memory_order_acquire) >= o->need)
+    return 1;
   *who = o->from;
   return 0;
 }
@@ -583,8 +584,7 @@ static int pieces_read(void *arg, uint32_t *who) {
   nx_cseg *s = o->s;
   for (; o->next < s->n; o->next++) {
     if (o->next == s->me) continue;
-    uint64_t w = atomic_load_explicit(&s->ctl[o->next].sread, memory_order_acquire);
-    if (!nx_cseg_streamed(w, o->seq, o->need)) {
+    if (atomic_load_explicit(&s->ctl[o->next].sread[o->seq & 1], memory_order_acquire) < o->need) {
       *who = o->next;
       return 0;
     }
@@ -673,6 +673,7 @@ static int run_stream(segop *o) {
   stream_ends(o, &src, &dst);
   theirs = nx_cseg_buf(s, o->from, o->seq);
   int checked = 0, rc = 0;
+  nx_cseg_stream_begin(s, o->seq);
   nx_cseg_arrive(s, o->seq, &o->sig);
   o->extra_ns = nx_spin_for_bytes(piece);
   o->extra_set = 1;

@@ -222,9 +222,15 @@ void nx_cseg_leave(nx_cseg *s, uint64_t seq) {
   bell(me);
 }
 
+void nx_cseg_stream_begin(nx_cseg *s, uint64_t seq) {
+  nx_cseg_ctl *me = &s->ctl[s->me];
+  atomic_store_explicit(&me->stream[seq & 1], 0, memory_order_relaxed);
+  atomic_store_explicit(&me->sread[seq & 1], 0, memory_order_relaxed);
+}
+
 void nx_cseg_stream(nx_cseg *s, int read, uint64_t seq, uint32_t pieces) {
   nx_cseg_ctl *me = &s->ctl[s->me];
-  announce(read ? &me->sread : &me->stream, nx_cseg_stream_tag(seq, pieces));
+  announce(read ? &me->sread[seq & 1] : &me->stream[seq & 1], pieces);
   bell(me);
 }
 

@@ -39,7 +39,8 @@
  * (NX_CSEG_PIECE below), as do all_gather, all_to_all, gather and scatter
  * of two ranks: every rank arrives; a writer (the root; each rank that
  * sends) writes its data piece by piece into its buffer p as a ring,
- * announcing each in its `stream` word, and waits for the arrivals
+ * announcing each in its `stream` word of parity p (zeroed before its
+ * arrival), and waits for the arrivals
  * (comparing signatures) once the ring is full or it wrote the last; a
  * reader waits for the arrivals, then copies each piece of its writer as
  * it is announced and announces it in `sread`. A rank returns once it
@@ -148,9 +149,9 @@ typedef struct nx_cseg_ctl {
   _Atomic uint64_t entered;    /* the latest sequence this rank began */
   _Atomic uint64_t msg;        /* the latest sequence that took the message path */
   _Atomic uint64_t left;       /* single copy: the latest sequence it read all of */
-  _Atomic uint64_t stream;     /* streamed: nx_cseg_stream_tag of the last piece it wrote */
-  _Atomic uint64_t sread;      /* streamed: of the last piece it read */
-  char pad1[24];
+  _Atomic uint64_t stream[2];  /* streamed, by parity: pieces it wrote */
+  _Atomic uint64_t sread[2];   /* streamed, by parity: pieces it read */
+  char pad1[8];
   _Atomic uint32_t gen, sleepers;
   char pad2[56];
   _Atomic uint64_t ack[NX_CSEG_RING]; /* nowait k: a bit per reader that took it */
@@ -203,8 +204,9 @@ typedef struct nx_cseg {
  * run_stream), and between two ranks so do all_gather, all_to_all, gather
  * and scatter through the buffer of each rank that sends: the buffer is a
  * ring of pieces of this many bytes; a writer writes piece c into
- * c % (slot / piece) and announces c + 1 pieces in its `stream`, a reader
- * copies it out and announces the same in its `sread`, and the writer
+ * c % (slot / piece) and announces c + 1 pieces in its `stream` word of the
+ * collective's parity, a reader copies it out and announces the same in its
+ * `sread` word, and the writer
  * writes a piece over one only once every reader announced it. Writers and
  * readers copy at once, a piece apart, the piece still in cache. */
 #define NX_CSEG_PIECE (64u << 10)
@@ -214,17 +216,13 @@ _Static_assert(NX_CSEG_PIECE <= (64u << 10), "a buffer (nx_cseg_slot) holds a pi
 /* A scatter's block streams up to this many bytes (segchoice.c says why). */
 #define NX_CSEG_SCATTER_STREAM_MAX (256u << 10)
 
-/* The stream word of sequence seq after `pieces` pieces. */
-static inline uint64_t nx_cseg_stream_tag(uint64_t seq, uint32_t pieces) {
-  return (uint64_t)(uint32_t)(seq + 1) << 32 | pieces;
-}
-/* Does stream word w say `pieces` pieces of seq are out? A later sequence
- * says all of seq are (a rank moves on only once it wrote, or read, all of
- * it). Pure. */
-static inline int nx_cseg_streamed(uint64_t w, uint64_t seq, uint32_t pieces) {
-  int32_t d = (int32_t)((uint32_t)(w >> 32) - (uint32_t)(seq + 1));
-  return d > 0 || (d == 0 && (uint32_t)w >= pieces);
-}
+/* Streamed collective seq: zeroes this rank's words of seq's parity, before
+ * its arrival, whose release store publishes them. A peer that saw the
+ * arrival then reads seq's counts there, never an older collective's: the
+ * words of a parity are not written again for seq + 2 before every rank
+ * began seq + 1 (step 1), nor by seq + 1 (the other parity), so a rank that
+ * failed seq and went on leaves them as they were. */
+void nx_cseg_stream_begin(nx_cseg *s, uint64_t seq);
 /* Announces `pieces` pieces of seq written (stream) or read (sread). */
 void nx_cseg_stream(nx_cseg *s, int read, uint64_t seq, uint32_t pieces);
 

@@ -483,14 +483,19 @@ void nx_shm_unmap(void *base);
 #define NX_SHM_RING (2u << 20) /* data bytes per direction */
 /* Point-to-point to a same-host peer up to this size goes by the ring (two
  * copies); above, by the single-copy rendezvous. process_vm_readv pins every
- * page it reads: 1 MiB alone took 50 us here against 23 for memcpy, and the
- * rendezvous adds its descriptor and answer. Measured with nexar-perf
- * sendrecv --procs, n = 2, alternating runs: 512 KiB 46-49 -> 34-35 us, 768
- * KiB 106-114 -> 62-70, 900 KiB 105-121 -> 68 by the ring; 1 MiB 70-74 ->
- * 58-64 in one hour, 106-151 -> 134-159 in another (up to 256 KiB before;
- * the ring must hold the largest eager message and an ordinary one:
- * shm.c). */
-#define NX_SHM_EAGER_MAX (1024u << 10)
+ * page it reads (1 MiB alone took 50 us here, memcpy 23), but once a waiting
+ * sender polls through its reader's copy (request.c, spin_for) ping-pong
+ * measured (nexar-perf sendrecv --procs, n = 2, alternating runs, medians)
+ * 1 MiB 128 -> 104 us, 512 KiB 58 -> 49 by the rendezvous; 192-256 KiB the
+ * same both ways. Later, with the ring faster, 1 MiB by the ring measured
+ * 512 KiB 46-49 -> 34-35 us, 768 KiB 106-114 -> 62-70, 1 MiB mixed (58-64
+ * against 70-74 in one hour, 134-159 against 106-151 in another); not
+ * taken: two such messages do not fit the ring, the second waits in the
+ * sender's backlog, which only the sender's own passes flush (no word from
+ * the consumer), and a receiver's ring drain takes unexpected messages
+ * without holding back at the unexpected budget, so larger eager messages
+ * would need both first. */
+#define NX_SHM_EAGER_MAX (256u << 10)
 /* Up to this many ranks in the world, point-to-point segments are backed
  * and mapped whole when they are set up (shm.c): 4 MiB per pair of ranks,
  * 112 MiB on a host of 8. */

@@ -584,13 +584,12 @@ void *nx_shm_sleep_begin(nx_ep *ep, int *ready) {
   for (nx_shm *s = first; s; s = s->next)
     atomic_fetch_add(&s->rx.ctl->waiters, 1);
   /* looking on for the grace (ring.h, NX_RING_GRACE_NS) */
-  uint64_t until = 0;
-  while (!(*ready = any_ready(first))) {
-    uint64_t now = nx_now_ns();
-    if (!until)
-      until = now + NX_RING_GRACE_NS;
-    else if (now >= until)
-      break;
+  /* the clock before each look, so the last look comes after the grace
+   * even if this thread lost its CPU in between */
+  uint64_t until = nx_now_ns() + NX_RING_GRACE_NS;
+  for (;;) {
+    int late = nx_now_ns() >= until;
+    if ((*ready = any_ready(first)) || late) break;
     nx_cpu_relax();
   }
   return first;

@@ -309,12 +309,14 @@ static void bcast_ring(nexar_client *c, uint32_t me) {
  * and past it), two ranks each calling itself the root, and readers taking
  * the message path (non-blocking). */
 /* The collective just finished streamed on this rank: what it wrote (how 0)
- * or read (2), or both (1), is its last piece in its stream words. */
+ * or read (2), or both (1), is its last piece in its words of the
+ * collective's parity. */
 static void stream_check(nexar_client *c, uint32_t me, int how, uint32_t pieces, const char *what) {
-  uint64_t seq = atomic_load(&c->next_seq) - 1, want = nx_cseg_stream_tag(seq, pieces);
-  uint64_t w = atomic_load(&c->cseg->ctl[me].stream), r = atomic_load(&c->cseg->ctl[me].sread);
-  if ((how < 2 && w != want) || (how > 0 && r != want))
-    FAIL("%s of %u pieces did not stream (words %llx %llx at #%llu)", what, pieces,
+  uint64_t seq = atomic_load(&c->next_seq) - 1;
+  uint64_t w = atomic_load(&c->cseg->ctl[me].stream[seq & 1]);
+  uint64_t r = atomic_load(&c->cseg->ctl[me].sread[seq & 1]);
+  if ((how < 2 && w != pieces) || (how > 0 && r != pieces))
+    FAIL("%s of %u pieces did not stream (words %llu %llu at #%llu)", what, pieces,
          (unsigned long long)w, (unsigned long long)r, (unsigned long long)seq);
 }
 
@@ -362,8 +364,8 @@ static void stream_colls(nexar_client *c, uint32_t me) {
         for (size_t i = 0; i < 2 * n; i++)
           if (y[i] != (uint8_t)((i / n) * 101 + (i % n) * 7 + k))
             FAIL("streamed all_gather of %zu (in place %d): byte %zu", n, in_place, i);
+        stream_check(c, me, 1, pieces, "all_gather");
       }
-      stream_check(c, me, 1, pieces, "all_gather");
       for (size_t i = 0; i < 2 * n; i++)
         x[i] = (uint8_t)(me * 53 + i * 3 + k);
       if (nexar_all_to_all(c, x, y, n, NEXAR_U8)) FAIL("streamed all_to_all %zu", n);
@@ -394,6 +396,26 @@ static void stream_colls(nexar_client *c, uint32_t me) {
           stream_check(c, me, me == root ? 0 : 2, pieces, "scatter");
       }
     }
+    /* both ways at once, the same findings: counts past the ring, another
+     * collective, the message path */
+    size_t big = 3 * ring * piece + 12345;
+    int rc = nexar_all_gather(c, x, y, me == 0 ? big : big - piece, NEXAR_U8);
+    if (rc != NEXAR_ERR_MISMATCH) FAIL("streamed all_gather counts: %s", nexar_strerror(rc));
+    after_late(c, me, 0, a, "streamed all_gather counts");
+    rc = me == 0 ? nexar_all_gather(c, x, y, big, NEXAR_U8)
+                 : nexar_all_to_all(c, x, y, big, NEXAR_U8);
+    if (rc != NEXAR_ERR_MISMATCH)
+      FAIL("streamed all_gather against all_to_all: %s", nexar_strerror(rc));
+    after_late(c, me, 0, a, "streamed all_gather against all_to_all");
+    if (me == 0) {
+      rc = nexar_all_to_all(c, x, y, big, NEXAR_U8);
+    } else {
+      nexar_request *q = NULL;
+      if ((rc = nexar_all_to_all_nb(c, x, y, big, NEXAR_U8, &q)) == 0) rc = nexar_wait(q);
+    }
+    if (rc != NEXAR_ERR_MISMATCH)
+      FAIL("streamed all_to_all against non-blocking: %s", nexar_strerror(rc));
+    after_late(c, me, 0, a, "streamed all_to_all against non-blocking");
     free(x);
     free(y);
   }

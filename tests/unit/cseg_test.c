@@ -39,20 +39,6 @@ int main(void) {
         "nx_cseg_bentry_state(UINT64_MAX, ...) == NEXAR_ERR_PROTOCOL");
   CHECK(nx_cseg_bentry_state(1, 1ull << 40, 0, 8, 8, 7) == NEXAR_ERR_PROTOCOL,
         "an arrival far ahead of what it began");
-  /* a streamed broadcast's word (tag of sequence, pieces) */
-  CHECK(!nx_cseg_streamed(0, 0, 1), "nothing streamed yet");
-  CHECK(nx_cseg_streamed(nx_cseg_stream_tag(7, 3), 7, 3), "3 pieces of 7");
-  CHECK(!nx_cseg_streamed(nx_cseg_stream_tag(7, 3), 7, 4), "not the fourth");
-  CHECK(!nx_cseg_streamed(nx_cseg_stream_tag(6, 900), 7, 1), "an earlier sequence's pieces");
-  CHECK(nx_cseg_streamed(nx_cseg_stream_tag(8, 0), 7, 900),
-        "a later sequence: it wrote (or read) all of 7 before it moved on");
-  /* the sequence is kept modulo 2^32: 2^32 - 1 + 1 wraps to 0 */
-  uint64_t hi = 0xffffffffull;
-  CHECK(nx_cseg_streamed(nx_cseg_stream_tag(hi, 2), hi, 2), "at the wrap");
-  CHECK(nx_cseg_streamed(nx_cseg_stream_tag(hi + 1, 0), hi, 5), "past the wrap: later");
-  CHECK(!nx_cseg_streamed(nx_cseg_stream_tag(hi - 1, 5), hi + 1, 1), "before the wrap: earlier");
-  CHECK(!nx_cseg_streamed(nx_cseg_stream_tag((1ull << 40) + 7, 3), 7, 4),
-        "sequences 2^32 apart are alike; pieces decide");
   /* buffer size: a pure function of n, page aligned, 64 KiB .. 1 MiB */
   for (uint32_t n = 1; n <= 4096; n++) {
     size_t s = nx_cseg_slot(n);
