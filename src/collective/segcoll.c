@@ -451,6 +451,33 @@ static int read_from(const segop *o, uint32_t r, void *to, size_t off, size_t le
   return nx_cseg_read(s->pid[r], to, at + off, len);
 }
 
+/* Our own block of a collective that only copies, from send to recv
+ * (unless in place): single copy does it after reading the others', a
+ * stream once its own data is out (a writer's readers copy the ring's last
+ * pieces meanwhile). */
+static void copy_own(const segop *o) {
+  nx_job *j = o->j;
+  uint32_t me = o->s->me;
+  size_t blk = j->count * j->es, st = j->stride ? j->stride : blk;
+  const uint8_t *send = j->send;
+  uint8_t *recv = j->recv;
+  switch (j->kind) {
+  case NX_COLL_ALL_GATHER:
+  case NX_COLL_GATHER:
+    if ((j->kind == NX_COLL_ALL_GATHER || me == j->root) && send != recv + me * st)
+      memmove(recv + me * st, send, blk);
+    break;
+  case NX_COLL_SCATTER:
+    if (me == j->root && recv != send + me * blk) memmove(recv, send + me * blk, blk);
+    break;
+  case NX_COLL_ALL_TO_ALL: /* send and recv never overlap (validated) */
+    memcpy(recv + me * blk, send + me * blk, blk);
+    break;
+  default:
+    break;
+  }
+}
+
 static int read_all(const segop *o) {
   nx_job *j = o->j;
   const nx_cseg *s = o->s;
@@ -463,34 +490,22 @@ static int read_all(const segop *o) {
     if (me != j->root) rc = read_from(o, j->root, j->buf, 0, blk);
     break;
   case NX_COLL_SCATTER:
-    if (me != j->root)
-      rc = read_from(o, j->root, recv, (size_t)me * blk, blk);
-    else if (recv != (const char *)j->send + (size_t)me * blk)
-      memmove(recv, (const char *)j->send + (size_t)me * blk, blk);
+    if (me != j->root) rc = read_from(o, j->root, recv, (size_t)me * blk, blk);
     break;
   case NX_COLL_ALL_GATHER:
   case NX_COLL_GATHER:
     if (j->kind == NX_COLL_GATHER && me != j->root) break;
-    for (uint32_t r = 0; r < n && !rc; r++) {
-      char *to = recv + (size_t)r * blk;
-      if (r != me)
-        rc = read_from(o, r, to, 0, blk);
-      else if (j->send != to) /* unless in place */
-        memmove(to, j->send, blk);
-    }
+    for (uint32_t r = 0; r < n && !rc; r++)
+      if (r != me) rc = read_from(o, r, recv + (size_t)r * blk, 0, blk);
     break;
-  case NX_COLL_ALL_TO_ALL: /* send and recv never overlap (validated) */
-    for (uint32_t r = 0; r < n && !rc; r++) {
-      char *to = recv + (size_t)r * blk;
-      if (r != me)
-        rc = read_from(o, r, to, (size_t)me * blk, blk);
-      else
-        memcpy(to, (const char *)j->send + (size_t)me * blk, blk);
-    }
+  case NX_COLL_ALL_TO_ALL:
+    for (uint32_t r = 0; r < n && !rc; r++)
+      if (r != me) rc = read_from(o, r, recv + (size_t)r * blk, (size_t)me * blk, blk);
     break;
   default:
     break;
   }
+  if (!rc) copy_own(o);
   if (rc == NEXAR_ERR_PROTOCOL) nx_coll_fail(j->k, rc);
   return rc;
 }
@@ -630,31 +645,6 @@ static void stream_ends(segop *o, const uint8_t **src, uint8_t **dst) {
   }
 }
 
-/* Streamed, two ranks: our own block, copied once the stream is out (a
- * writer's readers copy the ring's last pieces meanwhile). */
-static void stream_own(const segop *o) {
-  nx_job *j = o->j;
-  uint32_t me = o->s->me;
-  size_t blk = j->count * j->es, st = j->stride ? j->stride : blk;
-  const uint8_t *send = j->send;
-  uint8_t *recv = j->recv;
-  switch (j->kind) {
-  case NX_COLL_ALL_GATHER:
-  case NX_COLL_GATHER:
-    if ((j->kind == NX_COLL_ALL_GATHER || me == j->root) && send != recv + me * st)
-      memmove(recv + me * st, send, blk);
-    break;
-  case NX_COLL_SCATTER:
-    if (me == j->root && recv != send + me * blk) memmove(recv, send + me * blk, blk);
-    break;
-  case NX_COLL_ALL_TO_ALL: /* send and recv never overlap (validated) */
-    memcpy(recv + me * blk, send + me * blk, blk);
-    break;
-  default:
-    break;
-  }
-}
-
 /* Streamed (cseg.h, NX_CSEG_PIECE), after step 1: every rank arrives; a
  * writer writes its pieces into its buffer as a ring, waiting for the
  * arrivals (and signatures) once the ring is full or it is done, and for
@@ -705,7 +695,7 @@ static int run_stream(segop *o) {
   }
   o->next = 0;
   if (!checked && (rc = wait_on(o, arrived, "its arrival"))) return rc;
-  stream_own(o);
+  copy_own(o);
   return 0;
 }
 
