@@ -29,7 +29,8 @@ enum nx_frame_kind {
   NX_KIND_AGREE = 13,     /* agreement message (proto/agree.h) of instance `tag` of comm */
   NX_KIND_RELAY = 14,     /* a relayed segment or its acknowledgement: nx_relay_hdr + body */
   NX_KIND_PEER_GONE = 15, /* sparse topologies: member `tag` died (status 1) or left (2) */
-  NX_KIND_MAX = 15
+  NX_KIND_RNDV_DATA = 16, /* a piece of rendezvous `tag` at offset `count`: same-host rings only */
+  NX_KIND_MAX = 16
 };
 
 enum nx_frame_flags {

@@ -72,6 +72,13 @@ int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iov
   return 0;
 }
 
+int64_t nx_ring_used(nx_ring *r) {
+  uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
+  if (r->pos - head > r->cap) return NEXAR_ERR_PROTOCOL;
+  r->seen = head;
+  return (int64_t)(r->pos - head);
+}
+
 int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[2], size_t *nv,
                  uint64_t *plen, uint64_t *adv) {
   uint64_t tail = atomic_load(&r->ctl->tail);

@@ -46,7 +46,10 @@ typedef struct nx_ring_ctl {
   char pad1[56];
   _Atomic uint32_t waiters; /* consumer threads about to sleep (doorbell wanted) */
   _Atomic uint32_t bell;    /* a doorbell is on its way */
-  char pad2[56];
+  /* the producer waits for room (a stream piece or a backlog did not fit):
+   * the consumer that frees some rings its doorbell (runtime/shm.c) */
+  _Atomic uint32_t room;
+  char pad2[52];
 } nx_ring_ctl;
 
 typedef struct nx_ring {
@@ -99,6 +102,9 @@ int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iov
 int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[2], size_t *nv,
                  uint64_t *plen, uint64_t *adv);
 void nx_ring_pop(nx_ring *r, uint64_t adv);
+/* Producer: bytes published and not consumed yet (reads the consumer's
+ * head), or NEXAR_ERR_PROTOCOL (its head is impossible) as a negative. */
+int64_t nx_ring_used(nx_ring *r);
 /* Consumer: 1 if the producer has published something not consumed yet
  * (lock-free: reads only the control block). */
 int nx_ring_ready(const nx_ring_ctl *ctl);

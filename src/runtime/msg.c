@@ -207,8 +207,9 @@ int nx_rx_stream_data(nx_ep *ep, nx_rxstream *rs, const uint8_t *data, size_t le
            f.kind == NX_KIND_PEER_GONE) &&
           f.length != 0)
         return nx_fail(NEXAR_ERR_PROTOCOL, "control frame with payload from rank %u", p->rank);
-      if (f.kind == NX_KIND_LANE)
-        return nx_fail(NEXAR_ERR_PROTOCOL, "lane frame on a QUIC stream from rank %u", p->rank);
+      if (f.kind == NX_KIND_LANE || f.kind == NX_KIND_RNDV_DATA)
+        return nx_fail(NEXAR_ERR_PROTOCOL, "%s frame on a QUIC stream from rank %u",
+                       f.kind == NX_KIND_LANE ? "lane" : "shared-memory", p->rank);
       if (f.kind == NX_KIND_AGREE && (f.length == 0 || f.length > NX_AGR_MAX_BYTES))
         return nx_fail(NEXAR_ERR_PROTOCOL, "agreement frame of %llu bytes from rank %u",
                        (unsigned long long)f.length, p->rank);

@@ -20,20 +20,36 @@
 #include "runtime/rndv.h"
 #include "transport/vmread.h"
 
-/* round of an RNDV_DONE: a reader's answer, or a sender's cancel */
-enum { NX_RNDV_ANSWER = 0, NX_RNDV_CANCEL = 1 };
+/* round of an RNDV_DONE: a reader's answer, a sender's cancel, or a
+ * reader's request that the bytes come through the rings (a stream) */
+enum { NX_RNDV_ANSWER = 0, NX_RNDV_CANCEL = 1, NX_RNDV_STREAM = 2 };
 
-static void control(nx_ep *ep, nx_peer *p, uint8_t kind, uint64_t tag, int32_t status,
-                    const void *data, size_t len) {
+/* A receive that asked for its message as a stream: the pieces arrive in
+ * order, through the sender's ring to us. */
+struct nx_rstream {
+  nx_rstream *next;
+  nx_peer *peer;
+  uint64_t id;
+  nx_msg *m;  /* the descriptor, freed at the end */
+  nx_recv *r; /* `reading` keeps it and its buffer until the end */
+  uint64_t got;
+};
+
+static void control_round(nx_ep *ep, nx_peer *p, uint8_t kind, uint64_t tag, int32_t status,
+                          const void *data, size_t len, uint32_t round) {
   nx_frame f = {0};
   f.kind = kind;
   f.tag = tag;
   f.status = status;
-  f.round = len == 1 && data == NULL ? NX_RNDV_CANCEL : NX_RNDV_ANSWER;
-  if (f.round == NX_RNDV_CANCEL) len = 0;
+  f.round = round;
   nexar_iovec v = {(void *)data, len};
   if (nx_ep_send_locked(ep, p->rank, &f, &v, len ? 1 : 0, NULL, NULL))
     NX_DEBUG("rendezvous control to rank %u: %s", p->rank, nexar_last_error());
+}
+
+static void control(nx_ep *ep, nx_peer *p, uint8_t kind, uint64_t tag, int32_t status,
+                    const void *data, size_t len) {
+  control_round(ep, p, kind, tag, status, data, len, NX_RNDV_ANSWER);
 }
 
 void nx_rndv_answer_locked(nx_ep *ep, nx_peer *p, uint64_t id, int32_t status) {
@@ -89,20 +105,22 @@ int nx_rndv_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
   rv->peer = p;
   rv->len = len;
   nx_put64(desc, rv->id);
+  /* the TCP writer sends from these; a same-host reader may ask for a
+   * stream (nx_rndv_read_locked), which the progress passes write from them */
+  rv->iov = malloc(niov * sizeof *iov);
+  if (!rv->iov) {
+    free(rv);
+    return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", p->rank);
+  }
+  memcpy(rv->iov, iov, niov * sizeof *iov);
+  rv->niov = niov;
   if (p->shm_ok) {
     nx_put64(desc + 8, (uint64_t)getpid() | (uint64_t)niov << 32);
     for (size_t i = 0; i < niov; i++) {
       nx_put64(desc + 16 + 16 * i, (uint64_t)(uintptr_t)iov[i].base);
       nx_put64(desc + 24 + 16 * i, iov[i].len);
     }
-  } else { /* the bulk writer sends from these */
-    rv->iov = malloc(niov * sizeof *iov);
-    if (!rv->iov) {
-      free(rv);
-      return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u", p->rank);
-    }
-    memcpy(rv->iov, iov, niov * sizeof *iov);
-    rv->niov = niov;
+  } else {
     nx_put64(desc + 8, 0);
     niov = 0;
   }
@@ -140,7 +158,8 @@ nx_rndv *nx_rndv_find_locked(nx_ep *ep, nx_peer *p, uint64_t id) {
   return NULL;
 }
 
-static void finish(nx_rndv *rv, int rc, const char *why) {
+static void finish(nx_ep *ep, nx_rndv *rv, int rc, const char *why) {
+  if (rv->stream) ep->rndv_streams--;
   if (rv->req) {
     rv->req->rndv = NULL;
     nx_req_complete(rv->req, rc, why);
@@ -155,7 +174,7 @@ void nx_rndv_finish_locked(nx_ep *ep, nx_rndv *rv, int rc, const char *why) {
       *pp = rv->next;
       break;
     }
-  finish(rv, rc, why);
+  finish(ep, rv, rc, why);
 }
 
 /* The copy itself runs without the endpoint lock (gigabytes take seconds,
@@ -177,11 +196,110 @@ static void read_main(void *arg) {
   free(j);
 }
 
+/* A point-to-point message from a peer with rings up comes as a stream
+ * (NX_SHM_PIECE): we ask, and take its pieces as they arrive. Anything
+ * irregular (another length than the receive's) takes do_read, which says
+ * what is wrong. 1 if asked. */
+static int ask_stream(nx_ep *ep, nx_msg *m, nx_recv *r) {
+  if (m->f.kind != NX_KIND_P2P || m->f.length != r->len || !r->len ||
+      !nx_shm_streamable_locked(m->peer))
+    return 0;
+  nx_rstream *x = calloc(1, sizeof *x);
+  if (!x) return 0; /* the single copy needs no memory */
+  x->peer = m->peer;
+  x->id = nx_get64(m->buf);
+  x->m = m;
+  x->r = r;
+  r->reading = 1;
+  m->answered = 1; /* the request is the answer; the sender finishes with its last piece */
+  nx_rstream **pp = &ep->rstreams;
+  while (*pp)
+    pp = &(*pp)->next;
+  *pp = x;
+  control_round(ep, m->peer, NX_KIND_RNDV_DONE, x->id, 0, NULL, 0, NX_RNDV_STREAM);
+  return 1;
+}
+
+int nx_rndv_on_piece_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *v,
+                            size_t nv) {
+  nx_rstream **pp = &ep->rstreams;
+  while (*pp && ((*pp)->peer != p || (*pp)->id != f->tag))
+    pp = &(*pp)->next;
+  nx_rstream *x = *pp;
+  if (!x || f->count != x->got || f->length > x->r->len - x->got)
+    return nx_fail(NEXAR_ERR_PROTOCOL,
+                   "rank %u sent %llu bytes at %llu of stream %llu, not asked for", p->rank,
+                   (unsigned long long)f->length, (unsigned long long)f->count,
+                   (unsigned long long)f->tag);
+  nx_recv *r = x->r;
+  for (size_t i = 0, off = 0; i < nv; off += v[i].len, i++)
+    nx_iov_copy_in(r->iov, r->niov, x->got + off, v[i].base, v[i].len);
+  x->got += f->length;
+  if (x->got < r->len) return 0;
+  *pp = x->next;
+  p->st.messages_received++;
+  p->st.bytes_received += r->len;
+  r->got = r->len;
+  r->reading = 0;
+  nx_recv_finish(ep, r, 0, NULL);
+  nx_msg_free(ep, x->m);
+  free(x);
+  return 0;
+}
+
+/* Up to NX_SHM_PIECE bytes of rv's payload from its offset `sent`, as at
+ * most 16 pieces of its iov (fewer bytes if it is cut finer): the bytes. */
+static uint64_t slice(const nx_rndv *rv, nexar_iovec out[16], size_t *n) {
+  uint64_t off = rv->sent, want = NX_MIN(rv->len - rv->sent, (uint64_t)NX_SHM_PIECE), got = 0;
+  *n = 0;
+  for (size_t i = 0; i < rv->niov && got < want && *n < 16; i++) {
+    if (off >= rv->iov[i].len) {
+      off -= rv->iov[i].len;
+      continue;
+    }
+    size_t k = (size_t)NX_MIN(rv->iov[i].len - off, want - got);
+    out[(*n)++] = (nexar_iovec){(uint8_t *)rv->iov[i].base + off, k};
+    got += k;
+    off = 0;
+  }
+  return got;
+}
+
+/* Writes rv's pieces while its ring has room: 1 it is done (and freed), 0
+ * it waits for room, <0 its peer was dropped (rv freed with the peer's). */
+static int push(nx_ep *ep, nx_rndv *rv) {
+  while (rv->sent < rv->len) {
+    nexar_iovec v[16];
+    size_t nv;
+    uint64_t len = slice(rv, v, &nv);
+    nx_frame f = {0};
+    f.kind = NX_KIND_RNDV_DATA;
+    f.src = ep->rank;
+    f.tag = rv->id;
+    f.count = rv->sent;
+    f.length = len;
+    int rc = nx_shm_put_piece_locked(ep, rv->peer, &f, v, nv, len);
+    if (rc <= 0) return rc;
+    rv->sent += len;
+    if (rv->req) atomic_store(&rv->req->progress_ns, nx_now_ns());
+  }
+  nx_rndv_finish_locked(ep, rv, 0, NULL); /* all of it is in the ring: copied */
+  return 1;
+}
+
+void nx_rndv_push_locked(nx_ep *ep) {
+  for (nx_rndv *rv = ep->rndv_head, *next; rv && ep->rndv_streams; rv = next) {
+    next = rv->next;
+    if (rv->stream && push(ep, rv) < 0) next = ep->rndv_head; /* its peer's are gone */
+  }
+}
+
 int nx_rndv_read_locked(nx_ep *ep, nx_msg *m, nx_recv *r) {
   if (m->got == 16 && nx_get64(m->buf + 8) == 0) { /* the TCP path: ask for the bytes */
     nx_bulk_pull_locked(ep, m, r, nx_get64(m->buf));
     return 0;
   }
+  if (ask_stream(ep, m, r)) return 0;
   /* a copy of up to NX_RNDV_INLINE_MAX takes tens of microseconds: cheaper
    * here than the hand-off to a worker and back */
   if (m->f.length <= NX_RNDV_INLINE_MAX) return do_read(ep, m, r, 1);
@@ -257,7 +375,8 @@ void nx_rndv_cancel_locked(nx_ep *ep, nexar_request *req) {
   nx_rndv *rv = req->rndv;
   if (!rv || rv->cancel_sent) return;
   rv->cancel_sent = 1; /* the request completes when the reader answers */
-  control(ep, rv->peer, NX_KIND_RNDV_DONE, rv->id, NEXAR_ERR_TIMEOUT, NULL, 1); /* cancel */
+  control_round(ep, rv->peer, NX_KIND_RNDV_DONE, rv->id, NEXAR_ERR_TIMEOUT, NULL, 0,
+                NX_RNDV_CANCEL);
 }
 
 static int is_descriptor(const nx_msg *m) {
@@ -343,7 +462,15 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
     break;
   case NX_KIND_RNDV_DONE:
     if (m->f.round == NX_RNDV_CANCEL) {
-      on_cancel(ep, p, m->f.tag); /* we are the reader: the sender gave up */
+      on_cancel(ep, p, m->f.tag);              /* we are the reader: the sender gave up */
+    } else if (m->f.round == NX_RNDV_STREAM) { /* our reader asks for a stream */
+      nx_rndv *rv = nx_rndv_find_locked(ep, p, m->f.tag);
+      if (rv && !rv->stream && !rv->writing) {
+        rv->stream = 1;
+        p->st.bulk_bytes_sent -= rv->len; /* counted as a single copy: ring bytes instead */
+        ep->rndv_streams++;
+        if (push(ep, rv) < 0) break;
+      }
     } else {
       nx_rndv *rv = nx_rndv_find_locked(ep, p, m->f.tag);
       if (rv && !rv->writing) { /* a bulk writer finishes its own */
@@ -369,7 +496,19 @@ void nx_rndv_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) 
       continue;
     }
     *pp = rv->next;
-    finish(rv, code, why);
+    finish(ep, rv, code, why);
+  }
+  for (nx_rstream **pp = &ep->rstreams; *pp;) { /* its streams to us stop */
+    nx_rstream *x = *pp;
+    if (x->peer != p) {
+      pp = &x->next;
+      continue;
+    }
+    *pp = x->next;
+    x->r->reading = 0;
+    nx_recv_finish(ep, x->r, code, why);
+    nx_msg_free(ep, x->m);
+    free(x);
   }
   /* its queued descriptors point into a process that is gone */
   for (nx_msg *m = ep->unexp_head, *n; m; m = n) {

@@ -13,9 +13,12 @@ struct nx_rndv {
   nx_peer *peer;
   int cancel_sent;
   int writing;      /* TCP: a bulk writer is sending from the buffer */
-  nexar_iovec *iov; /* TCP: the payload (same-host readers use addresses) */
+  nexar_iovec *iov; /* the payload: TCP, and same-host streams (readers by
+                     * process_vm_readv use the descriptor's addresses) */
   size_t niov;
   uint64_t len;
+  int stream;    /* same host: its reader asked for the bytes through the ring */
+  uint64_t sent; /* streamed: bytes in the ring */
 };
 
 /* The pending send to p with id, or NULL. */

@@ -83,6 +83,10 @@ struct nx_shm {
   int busy;        /* being drained (re-entry from delivery) */
   shm_bl *bl_head, *bl_tail;
   uint64_t bl_bytes;
+  /* the reader's head + 1 when something of ours (a backlog, a stream
+   * piece) last found no room, 0 if nothing waits: a sleeper wakes once
+   * the head moves (nx_shm_sleep_begin) */
+  _Atomic uint64_t room_at;
 };
 
 /* ------------------------------------------------- process-wide mappings */
@@ -284,11 +288,31 @@ static int put(nx_ep *ep, nx_shm *s, const uint8_t *hdr, const nexar_iovec *iov,
   return rc;
 }
 
+/* Something of ours found no room: the reader rings our doorbell once it
+ * frees some. The flag is set (seq_cst) before a sleeper's last looks at
+ * the head (nx_shm_sleep_begin), and the reader stores the head before it
+ * reads the flag, so either it sees the flag or the sleeper sees the head
+ * move within NX_RING_GRACE_NS (ring.h). */
+static void want_room(nx_shm *s) {
+  atomic_store(&s->room_at, s->tx.seen + 1);
+  if (!atomic_load_explicit(&s->tx.ctl->room, memory_order_relaxed))
+    atomic_store(&s->tx.ctl->room, 1);
+}
+
+/* Reader: we consumed records; a writer that waits for room is told. */
+static void room_bell(nx_ep *ep, nx_shm *s) {
+  if (atomic_load_explicit(&s->rx.ctl->room, memory_order_relaxed) &&
+      atomic_exchange(&s->rx.ctl->room, 0) && send_ctl(ep, s->peer, NX_LANE_BELL, -1))
+    atomic_store(&s->rx.ctl->room, 1); /* not sent (socket full): the next pop tries */
+}
+
 static void flush_backlog(nx_ep *ep, nx_shm *s) {
   while (s->bl_head) {
     shm_bl *b = s->bl_head;
     nexar_iovec v = {b->data, (size_t)b->len};
-    if (put(ep, s, b->hdr, &v, 1, b->len)) return;
+    int rc = put(ep, s, b->hdr, &v, 1, b->len);
+    if (rc == 1) want_room(s);
+    if (rc) return;
     s->bl_head = b->next;
     if (!s->bl_head) s->bl_tail = NULL;
     s->bl_bytes -= b->len;
@@ -394,6 +418,35 @@ int nx_shm_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iov
   return 1;
 }
 
+int nx_shm_streamable_locked(const nx_peer *p) {
+  return usable(p);
+}
+
+int nx_shm_put_piece_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
+                            size_t niov, uint64_t len) {
+  if (!usable(p)) return 0; /* not up yet: its set-up's arrival makes a pass */
+  nx_shm *s = p->shm;
+  int64_t used = nx_ring_used(&s->tx);
+  if (used < 0) {
+    protocol(ep, s, "the reader's index is impossible");
+    return NEXAR_ERR_PROTOCOL;
+  }
+  int rc = 1;
+  if ((uint64_t)used + nx_ring_record(len) <= NX_SHM_STREAM_WINDOW) {
+    uint8_t hdr[NX_FRAME_HDR_LEN];
+    nx_frame_encode(f, hdr);
+    rc = put(ep, s, hdr, iov, niov, len);
+    if (rc < 0) return rc;
+  }
+  if (rc == 1) {
+    want_room(s);
+    return 0;
+  }
+  atomic_store_explicit(&s->room_at, 0, memory_order_relaxed);
+  p->st.shm_bytes_sent += len;
+  return 1;
+}
+
 int nx_shm_send_now_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *iov,
                            size_t niov, uint64_t len) {
   /* what nx_shm_send_locked would do at once for an eager message, and
@@ -427,7 +480,11 @@ int nx_shm_send_desc_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
 static int record_frame(const nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN], uint64_t plen,
                         nx_frame *f) {
   if (nx_frame_decode(hdr, NX_FRAME_HDR_LEN, f) || f->src != p->rank ||
-      (f->kind != NX_KIND_P2P && f->kind != NX_KIND_COLL && f->kind != NX_KIND_RNDV_DONE))
+      (f->kind != NX_KIND_P2P && f->kind != NX_KIND_COLL && f->kind != NX_KIND_RNDV_DONE &&
+       f->kind != NX_KIND_RNDV_DATA))
+    return NEXAR_ERR_PROTOCOL;
+  if (f->kind == NX_KIND_RNDV_DATA &&
+      ((f->flags & NX_FLAG_RNDV) || f->length == 0 || f->length > NX_SHM_PIECE))
     return NEXAR_ERR_PROTOCOL;
   if (f->kind == NX_KIND_RNDV_DONE && (f->length || (f->flags & NX_FLAG_RNDV)))
     return NEXAR_ERR_PROTOCOL;
@@ -458,6 +515,11 @@ int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_
                           const nexar_iovec *v, size_t nv, uint64_t plen) {
   nx_frame f;
   if (record_frame(p, hdr, plen, &f)) return NEXAR_ERR_PROTOCOL;
+  if (f.kind == NX_KIND_RNDV_DATA) { /* for a receive that asked for it */
+    p->last_heard_ns = nx_coarse_ns();
+    p->st.shm_bytes_received += f.length;
+    return nx_rndv_on_piece_locked(ep, p, &f, v, nv);
+  }
   deliver(ep, p, &f, v, nv);
   return 0;
 }
@@ -510,6 +572,7 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
   }
   count_received(p, len);
   nx_ring_pop(&s->rx, adv);
+  room_bell(ep, s);
   return 1;
 }
 
@@ -536,6 +599,7 @@ static int drain(nx_ep *ep, nx_shm *s) {
     took = 1;
   }
   s->busy = 0;
+  if (took) room_bell(ep, s);
   return took;
 }
 
@@ -545,6 +609,7 @@ void nx_shm_poll_locked(nx_ep *ep, const nx_peer *skip) {
     if (s->peer != skip) drain(ep, s);
     if (s->bl_head && !atomic_load(&s->dead)) flush_backlog(ep, s);
   }
+  if (ep->rndv_streams) nx_rndv_push_locked(ep);
 }
 
 void nx_shm_peer_down_locked(nx_ep *ep, nx_peer *p) {
@@ -570,8 +635,12 @@ int nx_shm_pending_locked(nx_ep *ep) {
 }
 
 static int any_ready(nx_shm *first) {
-  for (nx_shm *s = first; s; s = s->next)
-    if (!atomic_load(&s->dead) && nx_ring_ready(s->rx.ctl)) return 1;
+  for (nx_shm *s = first; s; s = s->next) {
+    if (atomic_load(&s->dead)) continue;
+    if (nx_ring_ready(s->rx.ctl)) return 1;
+    uint64_t w = atomic_load_explicit(&s->room_at, memory_order_relaxed);
+    if (w && atomic_load(&s->tx.ctl->head) + 1 != w) return 1; /* room for what waits */
+  }
   return 0;
 }
 
