@@ -144,14 +144,18 @@ int nx_req_check_deadline(nexar_request *r, uint64_t now, uint64_t *wake) {
  * a receive the time its bytes take to come (the peer copies them, after
  * copying out what we sent it, at some GB/s): a reply of 256 KiB takes
  * longer than the spin, and a sleep then costs a wake-up per message. Not
- * above NX_RNDV_INLINE_MAX: that copy runs on a worker thread of this
- * process, which a longer spin would keep off the CPU. A send that waits is
- * a rendezvous, its reader's copy in the reader's process: up to
- * NX_SPIN_SEND_MAX bytes of it. */
+ * above NX_RNDV_INLINE_MAX without shared-memory rings: that copy runs on a
+ * worker thread of this process, which a longer spin would keep off the
+ * CPU; with rings, a same-host message streams through them, copied by
+ * this very wait (4 MiB ping-pong slept and was woken by doorbells, 7
+ * context switches a round trip). A send that waits is a rendezvous, its
+ * reader's copy in the reader's process: up to NX_SPIN_SEND_MAX bytes of
+ * it. */
 static uint64_t spin_for(nx_ep *ep, const nexar_request *r, int *yield) {
   uint64_t ns = nx_ep_spin_ns(ep, yield);
-  if (r->kind == NX_REQ_RECV && r->recv.len <= NX_RNDV_INLINE_MAX)
-    ns += nx_spin_for_bytes(r->recv.len);
+  if (r->kind == NX_REQ_RECV && (r->recv.len <= NX_RNDV_INLINE_MAX ||
+                                 atomic_load_explicit(&ep->shm_all, memory_order_relaxed)))
+    ns += nx_spin_for_bytes(NX_MIN(r->recv.len, NX_SPIN_SEND_MAX));
   else if (r->kind == NX_REQ_SEND)
     ns += nx_spin_for_bytes(NX_MIN(r->send_len, NX_SPIN_SEND_MAX));
   return ns;
