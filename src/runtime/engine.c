@@ -624,6 +624,9 @@ static void *progress_main(void *arg) {
       uint64_t dt = next - now;
       if (dt > 100000000ull) dt = 100000000ull;
       if (driven && dt > NX_DRIVER_POLL_NS) dt = NX_DRIVER_POLL_NS;
+      /* a reader's doorbell that found its lane full is not sent again
+       * once its ring is empty: what waits for room looks every 1 ms */
+      if (dt > 1000000ull && nx_shm_room_wanted(ep)) dt = 1000000ull;
       ts.tv_sec = (time_t)(dt / 1000000000ull);
       ts.tv_nsec = (long)(dt % 1000000000ull);
     }

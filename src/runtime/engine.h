@@ -191,7 +191,9 @@ struct nx_peer {
   int departed;               /* closed gracefully */
   int absent;                 /* an id outside this member's view (never dialed) */
   uint64_t rndv_cancelled[8]; /* its cancels that overtook their descriptor */
-  int same_host;              /* it proved it can read our memory */
+  uint64_t rstream_gone[8];   /* its streams to us we gave up (late pieces dropped) */
+  unsigned nrstream_gone;
+  int same_host;                /* it proved it can read our memory */
   struct sockaddr_un lane_addr; /* its same-host lane (lane.c) */
   socklen_t lane_addrlen;
   int lane_known;          /* its hello gave the lane address: its datagrams are accepted */
@@ -437,6 +439,11 @@ void nx_rndv_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why);
 int nx_rndv_pending_locked(nx_ep *ep);
 /* Connection up: offer our cookie so a same-host peer can prove it reads us. */
 void nx_rndv_hello_locked(nx_ep *ep, nx_peer *p);
+/* A receive given up (timeout, cancel) that a stream fills: unlinked, its
+ * sender told to stop, its late pieces dropped. 1 if r was one. */
+int nx_rndv_stream_cancel_locked(nx_ep *ep, nx_recv *r);
+/* 1 if something we write to a ring waits for room (a sleep is capped). */
+int nx_shm_room_wanted(nx_ep *ep);
 /* Streams (rndv.c): pushes the pieces of streaming sends while their rings
  * have room (every progress pass that has some). */
 void nx_rndv_push_locked(nx_ep *ep);

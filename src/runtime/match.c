@@ -147,6 +147,7 @@ int nx_match_cancel(nx_ep *ep, nx_recv *r) {
     posted_unlink(ep, prev, x);
     return 1;
   }
+  if (nx_rndv_stream_cancel_locked(ep, r)) return 0;
   if (r->msg) { /* matched and part-received: the rest of it is dropped */
     nx_msg *m = r->msg;
     m->rcv = NULL;

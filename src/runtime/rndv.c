@@ -31,7 +31,7 @@ struct nx_rstream {
   nx_peer *peer;
   uint64_t id;
   nx_msg *m;  /* the descriptor, freed at the end */
-  nx_recv *r; /* `reading` keeps it and its buffer until the end */
+  nx_recv *r; /* pieces are copied under ep->mu; one given up is unlinked first */
   uint64_t got;
 };
 
@@ -210,7 +210,6 @@ static int ask_stream(nx_ep *ep, nx_msg *m, nx_recv *r) {
   x->id = nx_get64(m->buf);
   x->m = m;
   x->r = r;
-  r->reading = 1;
   m->answered = 1; /* the request is the answer; the sender finishes with its last piece */
   nx_rstream **pp = &ep->rstreams;
   while (*pp)
@@ -226,6 +225,9 @@ int nx_rndv_on_piece_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
   while (*pp && ((*pp)->peer != p || (*pp)->id != f->tag))
     pp = &(*pp)->next;
   nx_rstream *x = *pp;
+  if (!x)
+    for (unsigned i = 0; i < 8; i++)
+      if (p->rstream_gone[i] == f->tag) return 0; /* given up: the sender stops */
   if (!x || f->count != x->got || f->length > x->r->len - x->got)
     return nx_fail(NEXAR_ERR_PROTOCOL,
                    "rank %u sent %llu bytes at %llu of stream %llu, not asked for", p->rank,
@@ -235,15 +237,32 @@ int nx_rndv_on_piece_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
   for (size_t i = 0, off = 0; i < nv; off += v[i].len, i++)
     nx_iov_copy_in(r->iov, r->niov, x->got + off, v[i].base, v[i].len);
   x->got += f->length;
+  if (r->req) atomic_store(&r->req->progress_ns, nx_now_ns());
   if (x->got < r->len) return 0;
   *pp = x->next;
   p->st.messages_received++;
   p->st.bytes_received += r->len;
   r->got = r->len;
-  r->reading = 0;
   nx_recv_finish(ep, r, 0, NULL);
   nx_msg_free(ep, x->m);
   free(x);
+  return 0;
+}
+
+int nx_rndv_stream_cancel_locked(nx_ep *ep, nx_recv *r) {
+  for (nx_rstream **pp = &ep->rstreams; *pp; pp = &(*pp)->next) {
+    nx_rstream *x = *pp;
+    if (x->r != r) continue;
+    *pp = x->next;
+    nx_peer *p = x->peer;
+    p->rstream_gone[p->nrstream_gone++ % 8] = x->id;
+    /* its sender finishes with this (TIMEOUT) and writes no more */
+    if (p->state == NX_PEER_UP && !ep->stop)
+      control(ep, p, NX_KIND_RNDV_DONE, x->id, NEXAR_ERR_TIMEOUT, NULL, 0);
+    nx_msg_free(ep, x->m);
+    free(x);
+    return 1;
+  }
   return 0;
 }
 
@@ -290,7 +309,8 @@ static int push(nx_ep *ep, nx_rndv *rv) {
 void nx_rndv_push_locked(nx_ep *ep) {
   for (nx_rndv *rv = ep->rndv_head, *next; rv && ep->rndv_streams; rv = next) {
     next = rv->next;
-    if (rv->stream && push(ep, rv) < 0) next = ep->rndv_head; /* its peer's are gone */
+    if (rv->stream && !rv->writing && push(ep, rv) < 0)
+      next = ep->rndv_head; /* its peer's are gone */
   }
 }
 
@@ -465,7 +485,7 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
       on_cancel(ep, p, m->f.tag);              /* we are the reader: the sender gave up */
     } else if (m->f.round == NX_RNDV_STREAM) { /* our reader asks for a stream */
       nx_rndv *rv = nx_rndv_find_locked(ep, p, m->f.tag);
-      if (rv && !rv->stream && !rv->writing) {
+      if (rv && !rv->stream && !rv->writing && p->shm_ok) {
         rv->stream = 1;
         p->st.bulk_bytes_sent -= rv->len; /* counted as a single copy: ring bytes instead */
         ep->rndv_streams++;
@@ -505,7 +525,6 @@ void nx_rndv_peer_dead_locked(nx_ep *ep, nx_peer *p, int code, const char *why) 
       continue;
     }
     *pp = x->next;
-    x->r->reading = 0;
     nx_recv_finish(ep, x->r, code, why);
     nx_msg_free(ep, x->m);
     free(x);

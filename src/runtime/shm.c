@@ -442,7 +442,6 @@ int nx_shm_put_piece_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
     want_room(s);
     return 0;
   }
-  atomic_store_explicit(&s->room_at, 0, memory_order_relaxed);
   p->st.shm_bytes_sent += len;
   return 1;
 }
@@ -511,17 +510,23 @@ static void deliver(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec 
     NX_WARN("shared-memory frame from rank %u dropped: %s", p->rank, nexar_last_error());
 }
 
+/* A validated record: a stream's piece to the receive that asked for it,
+ * anything else to matching. 0, or PROTOCOL (a piece nobody asked for). */
+static int hand_over(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *v, size_t nv) {
+  if (f->kind == NX_KIND_RNDV_DATA) {
+    p->last_heard_ns = nx_coarse_ns();
+    p->st.shm_bytes_received += f->length;
+    return nx_rndv_on_piece_locked(ep, p, f, v, nv);
+  }
+  deliver(ep, p, f, v, nv);
+  return 0;
+}
+
 int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN],
                           const nexar_iovec *v, size_t nv, uint64_t plen) {
   nx_frame f;
   if (record_frame(p, hdr, plen, &f)) return NEXAR_ERR_PROTOCOL;
-  if (f.kind == NX_KIND_RNDV_DATA) { /* for a receive that asked for it */
-    p->last_heard_ns = nx_coarse_ns();
-    p->st.shm_bytes_received += f.length;
-    return nx_rndv_on_piece_locked(ep, p, &f, v, nv);
-  }
-  deliver(ep, p, &f, v, nv);
-  return 0;
+  return hand_over(ep, p, &f, v, nv);
 }
 
 /* Before a look at the ring: a later record rings again (stored only when
@@ -560,9 +565,14 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
   int key = f.kind == NX_KIND_P2P && f.comm_id == k->comm && f.tag == k->tag;
   if (!key || (f.flags & NX_FLAG_RNDV) || f.length != len) {
     s->busy = 1; /* not one to take: matching has it, as a drain would */
-    deliver(ep, p, &f, v, nv);
+    if (hand_over(ep, p, &f, v, nv)) {
+      protocol(ep, s, "malformed record");
+      s->busy = 0;
+      return NEXAR_ERR_PROTOCOL;
+    }
     s->busy = 0;
     nx_ring_pop(&s->rx, adv);
+    room_bell(ep, s);
     return key ? 3 : 2;
   }
   uint64_t off = 0;
@@ -606,6 +616,9 @@ static int drain(nx_ep *ep, nx_shm *s) {
 void nx_shm_poll_locked(nx_ep *ep, const nx_peer *skip) {
   for (nx_shm *s = atomic_load(&ep->shm_all); s; s = s->next) {
     if (atomic_load(&s->dead)) continue;
+    /* set again below by what still finds no room (a backlog, a stream) */
+    if (atomic_load_explicit(&s->room_at, memory_order_relaxed))
+      atomic_store_explicit(&s->room_at, 0, memory_order_relaxed);
     if (s->peer != skip) drain(ep, s);
     if (s->bl_head && !atomic_load(&s->dead)) flush_backlog(ep, s);
   }
@@ -631,6 +644,12 @@ int nx_shm_pending_locked(nx_ep *ep) {
     if (atomic_load(&s->dead) || s->peer->state != NX_PEER_UP) continue;
     if (s->bl_head || atomic_load(&s->tx.ctl->head) != s->tx.pos) return 1;
   }
+  return 0;
+}
+
+int nx_shm_room_wanted(nx_ep *ep) {
+  for (nx_shm *s = atomic_load(&ep->shm_all); s; s = s->next)
+    if (atomic_load_explicit(&s->room_at, memory_order_relaxed)) return 1;
   return 0;
 }
 

@@ -606,6 +606,46 @@ static void recv_fast(nexar_client *c, uint32_t me) {
   }
 }
 
+/* A blocking receive's own look at the ring (recv_now) passes records of
+ * other keys on; a stream's pieces for an earlier receive are among them
+ * and must reach it (they were queued as unexpected messages and lost).
+ * Rank 1 posts a 4 MiB receive and keeps its progress thread off the rings
+ * (a spinner counted), so one test of the receive takes the descriptor and
+ * asks for the stream; rank 0's first pieces then wait in the ring for rank
+ * 1's blocking receive of an 8-byte message that comes after them. */
+static void stream_behind(nexar_client *c, uint32_t me) {
+  size_t big = 4u << 20;
+  uint8_t *b = malloc(big);
+  int64_t v = 0, w = 0;
+  if (me == 0) {
+    for (size_t i = 0; i < big; i++)
+      b[i] = (uint8_t)(i * 13u + 5u);
+    v = 4242, w = 4040;
+    nexar_request *q = NULL;
+    pthread_barrier_wait(&g_bar2);
+    if (nexar_send_nb(c, b, big, 1, 41, &q) || nexar_send(c, &w, 8, 1, 40) || nexar_wait(q) ||
+        nexar_send(c, &v, 8, 1, 42))
+      FAIL("stream_behind sends");
+  } else {
+    nx_ep *ep = c->ep;
+    nexar_request *q = NULL;
+    memset(b, 0, big);
+    atomic_fetch_add(&ep->spinners, 1);
+    usleep(2000); /* its progress thread sees it at its next look */
+    if (nexar_recv_nb(c, b, big, 0, 41, &q)) FAIL("stream_behind irecv");
+    pthread_barrier_wait(&g_bar2);
+    /* its look takes the descriptor before: the stream is asked for */
+    if (nexar_recv(c, &w, 8, 0, 40) || w != 4040) FAIL("stream_behind first small receive");
+    usleep(5000); /* the first pieces come */
+    atomic_fetch_sub(&ep->spinners, 1);
+    if (nexar_recv(c, &v, 8, 0, 42) || v != 4242) FAIL("stream_behind small receive");
+    if (nexar_wait(q)) FAIL("stream_behind large receive");
+    for (size_t i = 0; i < big; i++)
+      if (b[i] != (uint8_t)(i * 13u + 5u)) FAIL("stream_behind byte %zu", i);
+  }
+  free(b);
+}
+
 static void *rank_main(void *arg) {
   uint32_t me = (uint32_t)(uintptr_t)arg;
   nexar_client *c = g_c[me];
@@ -659,6 +699,7 @@ static void *rank_main(void *arg) {
          left, (unsigned long long)st.bulk_bytes_received,
          (unsigned long long)st.shm_bytes_received, (unsigned long long)large);
   if (me <= 1) recv_fast(c, me);
+  if (me <= 1) stream_behind(c, me);
   static const size_t COUNTS[] = {1, 256, 8191, 8192, 8193, 100000};
   int32_t *v = malloc(100000 * sizeof *v);
   for (size_t k = 0; k < sizeof COUNTS / sizeof COUNTS[0]; k++) {
@@ -705,6 +746,64 @@ static void *rank_main(void *arg) {
   return NULL;
 }
 
+/* A streamed receive whose sender does not push (its thread does not drive
+ * and its progress thread is kept off the rings) times out like any other
+ * (it kept refreshing its progress before, as a local copy does, and hung);
+ * the sender is told (its send fails, unless it wrote its last piece before
+ * the answer came), the pieces it wrote are dropped, and the pair works on. World of two, timeout
+ * 300 ms. */
+static nexar_client *g_t[2];
+
+static void *stall_main(void *arg) {
+  uint32_t me = (uint32_t)(uintptr_t)arg;
+  nexar_client *c = g_t[me];
+  nx_ep *ep = c->ep;
+  for (int t = 0; t < 500 && state(ep, 1 - me) < 3; t++)
+    usleep(10000);
+  size_t big = 2u << 20;
+  uint8_t *b = calloc(1, big);
+  int64_t v = 7;
+  nexar_request *q = NULL;
+  if (me == 0) {
+    atomic_fetch_add(&ep->spinners, 1);
+    usleep(2000);
+    pthread_barrier_wait(&g_bar2);
+    if (nexar_send_nb(c, b, big, 1, 51, &q)) FAIL("stall send");
+    usleep(800000); /* the receive times out meanwhile */
+    atomic_fetch_sub(&ep->spinners, 1);
+    int rc = nexar_wait(q);
+    /* told (TIMEOUT), or done writing before the answer came */
+    if (rc && rc != NEXAR_ERR_TIMEOUT) FAIL("stalled send: %s", nexar_strerror(rc));
+    pthread_barrier_wait(&g_bar2);
+    if (nexar_send(c, &v, 8, 1, 52)) FAIL("send after the stall");
+  } else {
+    pthread_barrier_wait(&g_bar2);
+    if (nexar_recv_nb(c, b, big, 0, 51, &q)) FAIL("stall irecv");
+    int rc = nexar_wait(q);
+    if (rc != NEXAR_ERR_TIMEOUT) FAIL("stalled receive: %s", nexar_strerror(rc));
+    pthread_barrier_wait(&g_bar2);
+    v = 0;
+    if (nexar_recv(c, &v, 8, 0, 52) || v != 7) FAIL("receive after the stall");
+  }
+  free(b);
+  return NULL;
+}
+
+static void stalled_stream(void) {
+  uint32_t me = 0; /* (FAIL names a rank) */
+  nexar_config cfg;
+  nexar_config_default(&cfg);
+  cfg.collective_timeout_ms = 300;
+  if (nexar_bootstrap_local(g_t, 2, &cfg)) FAIL("bootstrap of the stall world");
+  pthread_t t[2];
+  for (uint32_t r = 0; r < 2; r++)
+    pthread_create(&t[r], NULL, stall_main, (void *)(uintptr_t)r);
+  for (uint32_t r = 0; r < 2; r++)
+    pthread_join(t[r], NULL);
+  for (uint32_t r = 0; r < 2; r++)
+    nexar_client_del(g_t[r]);
+}
+
 int main(int argc, char **argv) {
   W = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 3;
   FORGE = argc > 2 ? (int)strtol(argv[2], NULL, 10) : -1;
@@ -725,6 +824,7 @@ int main(int argc, char **argv) {
     pthread_join(t[r], NULL);
   for (uint32_t r = 0; r < W; r++)
     nexar_client_del(g_c[r]);
+  if (W == 2 && FORGE < 0) stalled_stream();
   printf("%s: shm world %u forge %d\n", g_fail ? "FAIL" : "ok", W, FORGE);
   return g_fail;
 }
