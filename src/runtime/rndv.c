@@ -1,9 +1,20 @@
-/* Same-host bulk path: rendezvous with process_vm_readv. A large message to
- * a peer on this host travels as a small descriptor (pid, addresses, lengths)
- * over its authenticated QUIC stream, so ordering and matching are unchanged;
- * once a receive matches it, the receiver copies the bytes straight from the
- * sender's buffer into its own with one kernel copy (no encryption, no UDP),
- * then tells the sender, whose request completes. Whether a peer may use it
+/* Same-host bulk path: rendezvous. A large message to a peer on this host
+ * travels as a small descriptor (pid, addresses, lengths) in its
+ * point-to-point order (the ring, or its authenticated QUIC stream), so
+ * ordering and matching are unchanged. Once a receive matches it:
+ *  - a point-to-point message from a peer with shared-memory rings up, of
+ *    the receive's length, streams (ask_stream): the receiver asks for it
+ *    (RNDV_DONE round STREAM), the sender's progress passes write it into
+ *    the ring in NX_SHM_PIECE pieces (RNDV_DATA) while the ring holds at
+ *    most NX_SHM_STREAM_WINDOW unread, the receiver copies each piece into
+ *    the receive as it comes; the send completes once its last piece is in
+ *    the ring, the receive with its last piece. A receive given up (timeout,
+ *    cancel) answers TIMEOUT, so its sender stops, and drops the pieces
+ *    still on their way (engine.h says why a stream beats one kernel copy);
+ *  - anything else (collectives, no rings): the receiver copies the bytes
+ *    straight from the sender's buffer into its own with one kernel copy
+ *    (process_vm_readv: no encryption, no UDP), then tells the sender, whose
+ *    request completes. Whether a peer may use it
  * is proven, not guessed: at connection time each side publishes the address
  * and value of a random cookie; a peer that reads the same value through
  * process_vm_readv is on this host and allowed to (same user, ptrace rules),

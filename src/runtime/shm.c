@@ -1,7 +1,8 @@
 /* Same-host shared-memory link: per-pair SPSC rings (core/ring.h) in one
- * memfd segment, for point-to-point messages up to NX_SHM_EAGER_MAX (and the
- * descriptors of larger ones, which keep the single-copy rendezvous),
- * collective frames up to NX_RNDV_COLL_MIN and rendezvous answers.
+ * memfd segment, for point-to-point messages up to NX_SHM_EAGER_MAX, the
+ * descriptors of larger ones and then their bytes as a stream of pieces
+ * once the receive matched (rndv.c), collective frames up to
+ * NX_RNDV_COLL_MIN and rendezvous answers.
  *
  * Setup. Once the lane to a peer is up (it proved with process_vm_readv that
  * it is on this host and reads our memory, and its lane datagrams carry the
@@ -28,7 +29,10 @@
  * NX_RING_GRACE_NS (ring.h says why); a writer that sees waiters after
  * publishing sends one lane datagram
  * (the doorbell), which wakes the epoll the sleeper waits in. Spinning or
- * yielding before the sleep is the engine's choice (nx_ep_spin_ns).
+ * yielding before the sleep is the engine's choice (nx_ep_spin_ns). The
+ * other way round, a writer short of room (a backlog, a stream's piece)
+ * sets the ring's `room` word and a sleeper treats a moved head as ready;
+ * the reader rings the writer's doorbell after it consumed (want_room).
  *
  * Trust. Records are validated like network bytes (ring.c, then the frame
  * here); a malformed one drops the peer with PROTOCOL and is counted
