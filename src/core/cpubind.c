@@ -63,13 +63,37 @@ int nx_cpu_bind_self(int mode, uint32_t nlocal, uint32_t index, int whole_world_
   return CPU_COUNT(&want);
 }
 
+/* This thread is SCHED_BATCH by nx_thread_batch's doing; whether it may
+ * switch at all (1: it began as SCHED_OTHER; -1: another policy, which a
+ * user or launcher chose and we keep, or a switch failed; 0 not known). */
+static _Thread_local int tl_batch, tl_may_switch;
+
+int nx_thread_batch(int on) {
+  if (!tl_may_switch) tl_may_switch = sched_getscheduler(0) == SCHED_OTHER ? 1 : -1;
+  if (tl_may_switch < 0 || on == tl_batch) return 0;
+  struct sched_param sp = {0};
+  if (sched_setscheduler(0, on ? SCHED_BATCH : SCHED_OTHER, &sp)) {
+    tl_may_switch = -1; /* not again */
+    return -1;
+  }
+  tl_batch = on;
+  return 0;
+}
+
 int nx_thread_create(pthread_t *t, pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
-  if (!atomic_load(&have_unbound)) return pthread_create(t, attr, fn, arg);
+  int unb = atomic_load(&have_unbound);
+  if (!unb && !tl_batch) return pthread_create(t, attr, fn, arg);
   pthread_attr_t own;
   pthread_attr_t *a = attr ? attr : &own;
   if (!attr && pthread_attr_init(&own)) return pthread_create(t, NULL, fn, arg);
-  int rc = pthread_attr_setaffinity_np(a, sizeof unbound, &unbound);
-  rc = rc ? pthread_create(t, attr, fn, arg) : pthread_create(t, a, fn, arg);
+  if (unb) (void)pthread_attr_setaffinity_np(a, sizeof unbound, &unbound);
+  if (tl_batch) { /* not our passing SCHED_BATCH: the policy it had before */
+    struct sched_param sp = {0};
+    (void)pthread_attr_setinheritsched(a, PTHREAD_EXPLICIT_SCHED);
+    (void)pthread_attr_setschedpolicy(a, SCHED_OTHER);
+    (void)pthread_attr_setschedparam(a, &sp);
+  }
+  int rc = pthread_create(t, a, fn, arg);
   if (!attr) pthread_attr_destroy(&own);
   return rc;
 }

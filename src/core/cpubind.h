@@ -32,4 +32,12 @@ int nx_cpu_bind_self(int mode, uint32_t nlocal, uint32_t index, int whole_world_
  * it (attr may be NULL; a given attr gets that affinity set). */
 int nx_thread_create(pthread_t *t, pthread_attr_t *attr, void *(*fn)(void *), void *arg);
 
+/* Switches the calling thread to SCHED_BATCH (on) or back to SCHED_OTHER:
+ * woken, it then waits for the next tick or an idle CPU instead of
+ * preempting the running thread. Only a thread that began as SCHED_OTHER
+ * switches (another policy was someone's choice); after a failure it stops
+ * trying. Threads it starts meanwhile (nx_thread_create) get SCHED_OTHER.
+ * 0, or -1 if the kernel refused. */
+int nx_thread_batch(int on);
+
 #endif

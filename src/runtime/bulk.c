@@ -188,7 +188,7 @@ static int on_cts(nx_bulk *b, uint64_t id, uint64_t len) {
   if (!it) return nx_fail(NEXAR_ERR_NOMEM, "bulk stream from rank %u", b->p->rank);
   pthread_mutex_lock(&ep->mu);
   nx_rndv *rv = nx_rndv_find_locked(ep, b->p, id);
-  if (!rv || rv->writing || rv->stream || rv->peer->shm_ok || rv->len != len || !rv->iov) {
+  if (!rv || rv->writing || !rv->tcp || rv->len != len || !rv->iov) {
     pthread_mutex_unlock(&ep->mu);
     free(it);
     return nx_fail(NEXAR_ERR_PROTOCOL, "rank %u asked for unknown bulk message %llu", b->p->rank,

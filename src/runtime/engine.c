@@ -4,7 +4,6 @@
 #include "runtime/engine.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -594,7 +593,6 @@ static void *progress_main(void *arg) {
   nx_ep *ep = arg;
   nx_log_set_rank(ep->rank);
   nx_ep_set_driver(ep);
-  int batch = 0; /* this thread is SCHED_BATCH now (while driven) */
   pthread_mutex_lock(&ep->mu);
   while (!ep->stop) {
     if (want_connect(ep)) {
@@ -640,20 +638,17 @@ static void *progress_main(void *arg) {
      * it here would hand every step over between threads. */
     if (!spinning && nx_ep_run_deferred(ep)) ts.tv_sec = 0, ts.tv_nsec = 0;
     int fd = driven ? ep->epfd_ctl : ep->epfd;
-    /* Driven, this thread only looks every NX_DRIVER_POLL_NS, and nothing
-     * it does then is urgent (the driver serves the socket and the timers).
-     * As an ordinary thread, each of those wake-ups preempted a polling
-     * rank at once (a woken sleeper goes first): a rank that waits for that
-     * one waits out the switch, so small same-host latencies spread with
-     * the luck of those wake-ups. SCHED_BATCH wakes it without preempting:
-     * it runs at the next tick or on an idle CPU. Harness pingpong 8 B
-     * n = 2, six alternating runs: 0.37-0.64 us -> 0.39-0.41; context
-     * switches in 1 s of it 2133 -> 1181. Back to SCHED_OTHER once nobody
-     * drives (then it serves the socket itself, and a wake-up is news). */
-    if (driven != batch) {
-      struct sched_param sp = {0};
-      if (sched_setscheduler(0, driven ? SCHED_BATCH : SCHED_OTHER, &sp) == 0) batch = driven;
-    }
+    /* While an application thread spins (it serves the socket and the
+     * timers), this thread only looks every NX_DRIVER_POLL_NS, and nothing
+     * it does then is urgent. As an ordinary thread each of those wake-ups
+     * preempted a polling rank at once (a woken sleeper goes first): a rank
+     * that waits for that one waits out the switch, so small same-host
+     * latencies spread with the luck of those wake-ups. SCHED_BATCH wakes it
+     * without preempting (core/cpubind.h). Harness pingpong 8 B n = 2, six
+     * alternating runs: 0.37-0.64 us -> 0.39-0.41; context switches in 1 s
+     * of it 2133 -> 1181. Back to SCHED_OTHER when nobody spins: then it
+     * serves the socket, streams and timers itself. */
+    nx_thread_batch(spinning);
     /* the shared-memory rings ring the lane (our epoll) only for waiters
      * (a waiter looks on for a grace: only when it will sleep) */
     int ready = 0, sleeps = ts.tv_sec || ts.tv_nsec;

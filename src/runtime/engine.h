@@ -191,9 +191,8 @@ struct nx_peer {
   int departed;               /* closed gracefully */
   int absent;                 /* an id outside this member's view (never dialed) */
   uint64_t rndv_cancelled[8]; /* its cancels that overtook their descriptor */
-  uint64_t rstream_gone[8];   /* its streams to us we gave up (late pieces dropped) */
-  unsigned nrstream_gone;
-  int same_host;                /* it proved it can read our memory */
+  uint64_t rstream_max;       /* the largest id of its streams we asked for */
+  int same_host;              /* it proved it can read our memory */
   struct sockaddr_un lane_addr; /* its same-host lane (lane.c) */
   socklen_t lane_addrlen;
   int lane_known;          /* its hello gave the lane address: its datagrams are accepted */
@@ -257,7 +256,7 @@ struct nx_ep {
   /* same-host rendezvous (process_vm_readv): sends waiting for their reader */
   nx_rndv *rndv_head;
   uint64_t rndv_next;
-  uint32_t rndv_streams;  /* sends of rndv_head streaming through a ring */
+  nx_rndv *streams;       /* sends of rndv_head streaming through a ring, oldest first */
   nx_rstream *rstreams;   /* receives filled by such streams, oldest first */
   uint8_t shm_cookie[16]; /* a peer reads it to prove it can read our memory */
   int lane_fd;            /* same-host lane socket (lane.c), -1 if none */

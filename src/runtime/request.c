@@ -154,7 +154,8 @@ int nx_req_check_deadline(nexar_request *r, uint64_t now, uint64_t *wake) {
 static uint64_t spin_for(nx_ep *ep, const nexar_request *r, int *yield) {
   uint64_t ns = nx_ep_spin_ns(ep, yield);
   if (r->kind == NX_REQ_RECV && (r->recv.len <= NX_RNDV_INLINE_MAX ||
-                                 atomic_load_explicit(&ep->shm_all, memory_order_relaxed)))
+                                 (r->recv.key.kind == NX_KIND_P2P &&
+                                  atomic_load_explicit(&ep->shm_all, memory_order_relaxed))))
     ns += nx_spin_for_bytes(NX_MIN(r->recv.len, NX_SPIN_SEND_MAX));
   else if (r->kind == NX_REQ_SEND)
     ns += nx_spin_for_bytes(NX_MIN(r->send_len, NX_SPIN_SEND_MAX));

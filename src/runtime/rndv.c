@@ -33,7 +33,7 @@
 
 /* round of an RNDV_DONE: a reader's answer, a sender's cancel, or a
  * reader's request that the bytes come through the rings (a stream) */
-enum { NX_RNDV_ANSWER = 0, NX_RNDV_CANCEL = 1, NX_RNDV_STREAM = 2 };
+enum { NX_RNDV_ANSWER = 0, NX_RNDV_CANCEL = 1, NX_RNDV_STREAM = 2, NX_RNDV_REFUSE = 3 };
 
 /* A receive that asked for its message as a stream: the pieces arrive in
  * order, through the sender's ring to us. */
@@ -125,6 +125,7 @@ int nx_rndv_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
   }
   memcpy(rv->iov, iov, niov * sizeof *iov);
   rv->niov = niov;
+  rv->tcp = !p->shm_ok;
   if (p->shm_ok) {
     nx_put64(desc + 8, (uint64_t)getpid() | (uint64_t)niov << 32);
     for (size_t i = 0; i < niov; i++) {
@@ -170,7 +171,12 @@ nx_rndv *nx_rndv_find_locked(nx_ep *ep, nx_peer *p, uint64_t id) {
 }
 
 static void finish(nx_ep *ep, nx_rndv *rv, int rc, const char *why) {
-  if (rv->stream) ep->rndv_streams--;
+  if (rv->stream)
+    for (nx_rndv **pp = &ep->streams; *pp; pp = &(*pp)->snext)
+      if (*pp == rv) {
+        *pp = rv->snext;
+        break;
+      }
   if (rv->req) {
     rv->req->rndv = NULL;
     nx_req_complete(rv->req, rc, why);
@@ -212,7 +218,7 @@ static void read_main(void *arg) {
  * irregular (another length than the receive's) takes do_read, which says
  * what is wrong. 1 if asked. */
 static int ask_stream(nx_ep *ep, nx_msg *m, nx_recv *r) {
-  if (m->f.kind != NX_KIND_P2P || m->f.length != r->len || !r->len ||
+  if (m->f.kind != NX_KIND_P2P || m->got < 16 || m->f.length != r->len || !r->len ||
       !nx_shm_streamable_locked(m->peer))
     return 0;
   nx_rstream *x = calloc(1, sizeof *x);
@@ -221,6 +227,7 @@ static int ask_stream(nx_ep *ep, nx_msg *m, nx_recv *r) {
   x->id = nx_get64(m->buf);
   x->m = m;
   x->r = r;
+  if (x->id > m->peer->rstream_max) m->peer->rstream_max = x->id;
   m->answered = 1; /* the request is the answer; the sender finishes with its last piece */
   nx_rstream **pp = &ep->rstreams;
   while (*pp)
@@ -236,9 +243,8 @@ int nx_rndv_on_piece_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
   while (*pp && ((*pp)->peer != p || (*pp)->id != f->tag))
     pp = &(*pp)->next;
   nx_rstream *x = *pp;
-  if (!x)
-    for (unsigned i = 0; i < 8; i++)
-      if (p->rstream_gone[i] == f->tag) return 0; /* given up: the sender stops */
+  /* one we gave up (its sender stops once it learns; ids only grow) */
+  if (!x && f->tag && f->tag <= p->rstream_max) return 0;
   if (!x || f->count != x->got || f->length > x->r->len - x->got)
     return nx_fail(NEXAR_ERR_PROTOCOL,
                    "rank %u sent %llu bytes at %llu of stream %llu, not asked for", p->rank,
@@ -266,7 +272,6 @@ int nx_rndv_stream_cancel_locked(nx_ep *ep, nx_recv *r) {
     if (x->r != r) continue;
     *pp = x->next;
     nx_peer *p = x->peer;
-    p->rstream_gone[p->nrstream_gone++ % 8] = x->id;
     /* its sender finishes with this (TIMEOUT) and writes no more */
     if (p->state == NX_PEER_UP && !ep->stop)
       control(ep, p, NX_KIND_RNDV_DONE, x->id, NEXAR_ERR_TIMEOUT, NULL, 0);
@@ -318,10 +323,53 @@ static int push(nx_ep *ep, nx_rndv *rv) {
 }
 
 void nx_rndv_push_locked(nx_ep *ep) {
-  for (nx_rndv *rv = ep->rndv_head, *next; rv && ep->rndv_streams; rv = next) {
-    next = rv->next;
-    if (rv->stream && !rv->writing && push(ep, rv) < 0)
-      next = ep->rndv_head; /* its peer's are gone */
+  for (nx_rndv *rv = ep->streams, *next; rv; rv = next) {
+    next = rv->snext;
+    if (push(ep, rv) < 0) next = ep->streams; /* its peer's are gone */
+  }
+}
+
+/* Our reader asked for rendezvous id as a stream. */
+static void on_stream(nx_ep *ep, nx_peer *p, uint64_t id) {
+  nx_rndv *rv = nx_rndv_find_locked(ep, p, id);
+  if (!rv || rv->stream || rv->writing || rv->tcp) {
+    /* not one we can stream: it reads it itself (0), or it has no such
+     * message of ours (ABORTED) */
+    int code = rv && !rv->writing && !rv->tcp ? 0 : NEXAR_ERR_ABORTED;
+    if (!rv || !rv->stream)
+      control_round(ep, p, NX_KIND_RNDV_DONE, id, code, NULL, 0, NX_RNDV_REFUSE);
+    return;
+  }
+  rv->stream = 1;
+  p->st.bulk_bytes_sent -= rv->len; /* counted as a single copy: ring bytes instead */
+  nx_rndv **pp = &ep->streams;
+  while (*pp)
+    pp = &(*pp)->snext;
+  *pp = rv;
+  push(ep, rv);
+}
+
+/* The sender of stream id refused it: 0, read it with one kernel copy;
+ * otherwise the receive fails with that code. */
+static void on_refused(nx_ep *ep, nx_peer *p, uint64_t id, int32_t code) {
+  for (nx_rstream **pp = &ep->rstreams; *pp; pp = &(*pp)->next) {
+    nx_rstream *x = *pp;
+    if (x->peer != p || x->id != id) continue;
+    *pp = x->next;
+    nx_msg *m = x->m;
+    nx_recv *r = x->r;
+    free(x);
+    if (code == 0) {
+      m->answered = 0; /* do_read answers it */
+      do_read(ep, m, r, 1);
+      return;
+    }
+    char why[120];
+    snprintf(why, sizeof why, "recv from rank %u: it has no such message to stream (%s)", p->rank,
+             nexar_strerror(code));
+    nx_recv_finish(ep, r, code, why);
+    nx_msg_free(ep, m);
+    return;
   }
 }
 
@@ -438,6 +486,9 @@ void nx_rndv_decline_locked(nx_ep *ep, nx_msg *m) {
  * Each message has its own stream, so the cancel can overtake the end of its
  * descriptor: then it is remembered until the descriptor is complete. */
 static void on_cancel(nx_ep *ep, nx_peer *p, uint64_t id) {
+  /* matched and streaming: too late to cancel (its sender writes on) */
+  for (nx_rstream *x = ep->rstreams; x; x = x->next)
+    if (x->peer == p && x->id == id) return;
   for (nx_msg *m = ep->unexp_head; m; m = m->next) {
     if (m->peer != p || !is_descriptor(m) || !m->complete || m->got < 8 || nx_get64(m->buf) != id)
       continue;
@@ -495,13 +546,9 @@ void nx_rndv_on_frame_locked(nx_ep *ep, nx_msg *m) {
     if (m->f.round == NX_RNDV_CANCEL) {
       on_cancel(ep, p, m->f.tag);              /* we are the reader: the sender gave up */
     } else if (m->f.round == NX_RNDV_STREAM) { /* our reader asks for a stream */
-      nx_rndv *rv = nx_rndv_find_locked(ep, p, m->f.tag);
-      if (rv && !rv->stream && !rv->writing && p->shm_ok) {
-        rv->stream = 1;
-        p->st.bulk_bytes_sent -= rv->len; /* counted as a single copy: ring bytes instead */
-        ep->rndv_streams++;
-        if (push(ep, rv) < 0) break;
-      }
+      on_stream(ep, p, m->f.tag);
+    } else if (m->f.round == NX_RNDV_REFUSE) { /* we asked, its sender refuses */
+      on_refused(ep, p, m->f.tag, m->f.status);
     } else {
       nx_rndv *rv = nx_rndv_find_locked(ep, p, m->f.tag);
       if (rv && !rv->writing) { /* a bulk writer finishes its own */

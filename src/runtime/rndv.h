@@ -17,8 +17,10 @@ struct nx_rndv {
                      * process_vm_readv use the descriptor's addresses) */
   size_t niov;
   uint64_t len;
-  int stream;    /* same host: its reader asked for the bytes through the ring */
-  uint64_t sent; /* streamed: bytes in the ring */
+  int tcp;        /* the descriptor asked for the bulk TCP path */
+  int stream;     /* same host: its reader asked for the bytes through the ring */
+  uint64_t sent;  /* streamed: bytes in the ring */
+  nx_rndv *snext; /* ep->streams, oldest first */
 };
 
 /* The pending send to p with id, or NULL. */

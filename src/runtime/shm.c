@@ -632,7 +632,7 @@ void nx_shm_poll_locked(nx_ep *ep, const nx_peer *skip) {
     if (s->peer != skip) drain(ep, s);
     if (s->bl_head && !atomic_load(&s->dead)) flush_backlog(ep, s);
   }
-  if (ep->rndv_streams) nx_rndv_push_locked(ep);
+  if (ep->streams) nx_rndv_push_locked(ep);
 }
 
 void nx_shm_peer_down_locked(nx_ep *ep, nx_peer *p) {

@@ -746,9 +746,9 @@ static void *rank_main(void *arg) {
   return NULL;
 }
 
-/* A streamed receive whose sender does not push (its thread does not drive
- * and its progress thread is kept off the rings) times out like any other
- * (it kept refreshing its progress before, as a local copy does, and hung);
+/* Streamed receives whose sender does not push (its thread does not drive
+ * and its progress thread is kept off the rings) time out like any other
+ * (one kept refreshing its progress before, as a local copy does, and hung);
  * the sender is told (its send fails, unless it wrote its last piece before
  * the answer came), the pieces it wrote are dropped, and the pair works on. World of two, timeout
  * 300 ms. */
@@ -760,27 +760,34 @@ static void *stall_main(void *arg) {
   nx_ep *ep = c->ep;
   for (int t = 0; t < 500 && state(ep, 1 - me) < 3; t++)
     usleep(10000);
+  enum { K = 10 }; /* more than a few given up at once (a ring of 8 ids dropped the peer) */
   size_t big = 2u << 20;
-  uint8_t *b = calloc(1, big);
+  uint8_t *b = calloc(K, big);
   int64_t v = 7;
-  nexar_request *q = NULL;
+  nexar_request *q[K];
   if (me == 0) {
     atomic_fetch_add(&ep->spinners, 1);
     usleep(2000);
     pthread_barrier_wait(&g_bar2);
-    if (nexar_send_nb(c, b, big, 1, 51, &q)) FAIL("stall send");
-    usleep(800000); /* the receive times out meanwhile */
+    for (int k = 0; k < K; k++)
+      if (nexar_send_nb(c, b + k * big, big, 1, 51, &q[k])) FAIL("stall send %d", k);
+    usleep(800000); /* the receives time out meanwhile */
     atomic_fetch_sub(&ep->spinners, 1);
-    int rc = nexar_wait(q);
-    /* told (TIMEOUT), or done writing before the answer came */
-    if (rc && rc != NEXAR_ERR_TIMEOUT) FAIL("stalled send: %s", nexar_strerror(rc));
+    for (int k = 0; k < K; k++) {
+      /* told (TIMEOUT), or done writing before the answer came */
+      int rc = nexar_wait(q[k]);
+      if (rc && rc != NEXAR_ERR_TIMEOUT) FAIL("stalled send %d: %s", k, nexar_strerror(rc));
+    }
     pthread_barrier_wait(&g_bar2);
     if (nexar_send(c, &v, 8, 1, 52)) FAIL("send after the stall");
   } else {
     pthread_barrier_wait(&g_bar2);
-    if (nexar_recv_nb(c, b, big, 0, 51, &q)) FAIL("stall irecv");
-    int rc = nexar_wait(q);
-    if (rc != NEXAR_ERR_TIMEOUT) FAIL("stalled receive: %s", nexar_strerror(rc));
+    for (int k = 0; k < K; k++)
+      if (nexar_recv_nb(c, b + k * big, big, 0, 51, &q[k])) FAIL("stall irecv %d", k);
+    for (int k = 0; k < K; k++) {
+      int rc = nexar_wait(q[k]);
+      if (rc != NEXAR_ERR_TIMEOUT) FAIL("stalled receive %d: %s", k, nexar_strerror(rc));
+    }
     pthread_barrier_wait(&g_bar2);
     v = 0;
     if (nexar_recv(c, &v, 8, 0, 52) || v != 7) FAIL("receive after the stall");
