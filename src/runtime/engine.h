@@ -690,5 +690,9 @@ void nx_match_unqueue(nx_ep *ep, nx_msg *m);
 void nx_match_unlink(nx_ep *ep, nx_msg *prev, nx_msg *m);
 void nx_iov_copy_in(const nexar_iovec *iov, size_t niov, uint64_t off, const uint8_t *data,
                     size_t len);
+/* The same for the pieces src[0..nsrc) one after the other (a frame's
+ * payload, a ring record that wraps). */
+void nx_iovs_copy_in(const nexar_iovec *iov, size_t niov, uint64_t off, const nexar_iovec *src,
+                     size_t nsrc);
 
 #endif

@@ -40,6 +40,12 @@ void nx_iov_copy_in(const nexar_iovec *iov, size_t niov, uint64_t off, const uin
   }
 }
 
+void nx_iovs_copy_in(const nexar_iovec *iov, size_t niov, uint64_t off, const nexar_iovec *src,
+                     size_t nsrc) {
+  for (size_t i = 0; i < nsrc; off += src[i].len, i++)
+    if (src[i].len) nx_iov_copy_in(iov, niov, off, src[i].base, src[i].len);
+}
+
 void nx_recv_finish(nx_ep *ep, nx_recv *r, int rc, const char *why) {
   if (r->done) return;
   r->done = 1;
@@ -177,11 +183,7 @@ int nx_match_direct(nx_ep *ep, const nx_frame *f, const nexar_iovec *iov, size_t
     if (!key_match(&r->key, f, 0)) continue;
     if (r->anylen || r->len != f->length) return 0; /* the general path says why */
     posted_unlink(ep, prev, r);
-    uint64_t off = 0;
-    for (size_t i = 0; i < niov; i++) {
-      if (iov[i].len) nx_iov_copy_in(r->iov, r->niov, off, iov[i].base, iov[i].len);
-      off += iov[i].len;
-    }
+    nx_iovs_copy_in(r->iov, r->niov, 0, iov, niov);
     r->got = f->length;
     r->status = f->status;
     nx_recv_finish(ep, r, 0, NULL);

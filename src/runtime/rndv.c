@@ -251,8 +251,7 @@ int nx_rndv_on_piece_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
                    (unsigned long long)f->length, (unsigned long long)f->count,
                    (unsigned long long)f->tag);
   nx_recv *r = x->r;
-  for (size_t i = 0, off = 0; i < nv; off += v[i].len, i++)
-    nx_iov_copy_in(r->iov, r->niov, x->got + off, v[i].base, v[i].len);
+  nx_iovs_copy_in(r->iov, r->niov, x->got, v, nv);
   x->got += f->length;
   if (r->req) atomic_store(&r->req->progress_ns, nx_now_ns());
   if (x->got < r->len) return 0;

@@ -585,11 +585,7 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
     room_bell(ep, s);
     return key ? 3 : 2;
   }
-  uint64_t off = 0;
-  for (size_t i = 0; i < nv; i++) {
-    nx_iov_copy_in(iov, niov, off, v[i].base, v[i].len);
-    off += v[i].len;
-  }
+  nx_iovs_copy_in(iov, niov, 0, v, nv);
   count_received(p, len);
   nx_ring_pop(&s->rx, adv);
   room_bell(ep, s);
