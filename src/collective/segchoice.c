@@ -56,25 +56,30 @@ static int single_copy(const nx_job *j, const nx_cseg *s) {
   return s->cma && copies && most != SIZE_MAX && most > above;
 }
 
-/* Bytes of a reduction's vector each collective of NX_SEG_CHUNKS takes:
- * a buffer, and no more than NX_CSEG_REDUCE_MAX read in all. */
+/* Bytes of a rank's block each all_gather collective of NX_SEG_CHUNKS
+ * takes: a buffer, and no more than NX_CSEG_REDUCE_MAX read in all. */
 static size_t chunk_bytes(uint32_t n) {
-  /* up to NX_CSEG_CHUNK_RANKS ranks a chunk is a whole buffer (eligible) */
-  _Static_assert((1u << 20) * NX_CSEG_CHUNK_RANKS <= NX_CSEG_REDUCE_MAX, "chunk_bytes");
   size_t b = nx_cseg_slot(n);
   return b * n > NX_CSEG_REDUCE_MAX ? NX_CSEG_REDUCE_MAX / n : b;
 }
 
-size_t nx_segcoll_chunk(const nx_job *j) {
-  return chunk_bytes(j->c->size) / j->es;
+/* Bytes of a reduction's vector or of an all_gather's block each chunk
+ * takes (reductions: cseg.h, NX_CSEG_RCHUNK, within a buffer). */
+static size_t part_bytes(const nx_job *j, uint32_t n) {
+  return j->kind == NX_COLL_ALL_GATHER ? chunk_bytes(n) : nx_cseg_rchunk(n);
 }
 
-/* A reduction larger than the buffers, cut into collectives of a buffer
- * each. Measured at n = 2 on 2 cores (nexar-perf all_reduce --procs, best
- * of 3 against the message path's pipelined ring): 4 MiB 0.77 ms instead
- * of 1.5, 64 MiB 14 ms instead of 26 (2 MiB the same). Pure. */
+size_t nx_segcoll_chunk(const nx_job *j) {
+  return part_bytes(j, j->c->size) / j->es;
+}
+
+/* A reduction above NX_CSEG_RCHUNK, cut into collectives of a chunk each.
+ * Measured at n = 2 on 2 cores (nexar-perf all_reduce --procs, best of 3
+ * against the message path's pipelined ring, chunks of a 1 MiB buffer
+ * then): 4 MiB 0.77 ms instead of 1.5, 64 MiB 14 ms instead of 26 (2 MiB
+ * the same); chunks of 512 KiB halved that again (cseg.h). Pure. */
 static int chunks(const nx_job *j, uint32_t n) {
-  if (j->es > chunk_bytes(n)) return 0;
+  if (j->es > part_bytes(j, n)) return 0;
   /* all_gather likewise, each chunk read by every rank from every rank, as
    * single copy reads it, up to NX_CSEG_GATHER_CHUNKS buffers a rank:
    * measured at n = 2 (alternating runs), 4 MiB in all 286 -> 165 us; at
@@ -144,10 +149,9 @@ int nx_segcoll_eligible(const nx_job *j) {
   if (j->kind == NX_COLL_BROADCAST && nx_algo_force_broadcast < 0 &&
       c->size <= NX_CSEG_BCAST_RANKS && j->count * j->es <= NX_CSEG_BCAST_MAX)
     return NX_SEG_BCAST;
-  /* (chunks() takes reductions up to NX_CSEG_CHUNK_RANKS ranks only, where
-   * chunk_bytes is the buffer: this one test covers them too) */
   size_t most = nx_segcoll_published(j, c->size, 1);
-  if (most != SIZE_MAX && most > nx_cseg_slot(c->size) && chunks(j, c->size)) return NX_SEG_CHUNKS;
+  size_t cut = j->kind == NX_COLL_ALL_GATHER ? nx_cseg_slot(c->size) : part_bytes(j, c->size);
+  if (most != SIZE_MAX && most > cut && chunks(j, c->size)) return NX_SEG_CHUNKS;
   if (single_copy(j, c->cseg)) return NX_SEG_SINGLE; /* any size */
   /* the largest contribution of any rank decides, so all ranks agree */
   if (most == SIZE_MAX || most > nx_cseg_slot(c->size)) return NX_SEG_NONE;

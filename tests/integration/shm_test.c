@@ -175,8 +175,7 @@ static void same_bits(nexar_client *c, uint32_t me) {
  * and a blocking call against non-blocking ones, MISMATCH on every rank at
  * the first chunk, the next call good (the sequences stayed aligned). */
 static void chunks(nexar_client *c, uint32_t me) {
-  size_t slot = nx_cseg_slot(W);
-  size_t ce = (slot * W > NX_CSEG_REDUCE_MAX ? NX_CSEG_REDUCE_MAX / W : slot) / sizeof(int32_t);
+  size_t ce = nx_cseg_rchunk(W) / sizeof(int32_t);
   size_t big = 3 * ce + ce / 2;
   int32_t *a = malloc(big * sizeof *a);
   for (size_t i = 0; i < big; i++)
