@@ -53,8 +53,9 @@ typedef struct nx_job {
   int no_seg;     /* the segment's own set-up (segcoll.c): the message path, no attempt */
   int seg;        /* how it takes the segment: nx_segcoll_eligible's answer (NX_SEG_*) */
   int seg_nowait; /* through the segment without waiting for the others (nx_segcoll_nowait) */
-  /* NX_SEG_CHUNKS of all_gather: bytes from one rank's block to the next in
-   * recv, the whole call's block; 0 when they are count * es apart */
+  /* NX_SEG_CHUNKS of all_gather (reduce_scatter): bytes from one rank's
+   * block to the next in recv (send), the whole call's block; 0 when they
+   * are count * es apart */
   size_t stride;
 } nx_job;
 

@@ -356,8 +356,10 @@ static int seg_chunks(nx_job *j, const nx_coll_sig *sig) {
   char *base = j->buf;
   nx_job part = *j; /* the first part ends j's collective */
   j->k = NULL;
-  /* all_gather: each chunk's blocks lie a whole block apart in recv */
-  if (j->kind == NX_COLL_ALL_GATHER) part.stride = total * j->es;
+  /* all_gather (reduce_scatter): each chunk's blocks lie a whole block
+   * apart in recv (send) */
+  if (j->kind == NX_COLL_ALL_GATHER || j->kind == NX_COLL_REDUCE_SCATTER)
+    part.stride = total * j->es;
   for (size_t off = 0; off < total; off += per) {
     part.count = NX_MIN(per, total - off);
     part.buf = base + off * j->es;

@@ -545,7 +545,9 @@ static void compute(const segop *o) {
     if (me == j->root) reduce_all(o, j->buf, 0, j->count, 1);
     break;
   case NX_COLL_REDUCE_SCATTER:
-    reduce_all(o, recv, (size_t)me * j->count, j->count, 0);
+    if (n == 2 && recv != (const char *)j->send + me * st) /* (publish: not in our buffer) */
+      memcpy(recv, (const char *)j->send + me * st, blk);
+    reduce_all(o, recv, (size_t)me * j->count, j->count, n == 2);
     break;
   case NX_COLL_BROADCAST:
     if (me != j->root) memcpy(j->buf, nx_cseg_buf(s, j->root, o->seq), blk);
@@ -699,6 +701,21 @@ static int run_stream(segop *o) {
   return 0;
 }
 
+/* Our contribution (pub bytes from src) into our buffer. A reduce_scatter's
+ * blocks lie j->stride apart in send when it runs in chunks; between two
+ * ranks our own block stays out (compute reduces it from send). */
+static void publish(const segop *o, const void *src, size_t pub) {
+  const nx_job *j = o->j;
+  uint8_t *buf = nx_cseg_buf(o->s, o->s->me, o->seq);
+  if (j->kind != NX_COLL_REDUCE_SCATTER) {
+    memcpy(buf, src, pub);
+    return;
+  }
+  size_t blk = j->count * j->es, st = j->stride ? j->stride : blk;
+  for (uint32_t r = 0; r < o->s->n; r++)
+    if (o->s->n != 2 || r != o->s->me) memcpy(buf + r * blk, (const uint8_t *)src + r * st, blk);
+}
+
 static int run(nx_job *j, const nx_coll_sig *sig);
 
 int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
@@ -734,7 +751,7 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
   if (o.cma) /* where the others read it (published by the arrival) */
     o.s->ctl[c->rank].addr[o.seq % NX_CSEG_RING] = (uint64_t)(uintptr_t)src;
   else if (pub)
-    memcpy(nx_cseg_buf(o.s, c->rank, o.seq), src, pub);
+    publish(&o, src, pub);
   nx_cseg_arrive(o.s, o.seq, &o.sig);
   if (j->seg_nowait) { /* its readers check our signature and set their bits */
     push_pending(o.s, o.seq, &o.s->ctl[c->rank].ack[o.seq % NX_CSEG_RING]);

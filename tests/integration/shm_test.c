@@ -192,6 +192,25 @@ static void chunks(nexar_client *c, uint32_t me) {
   if (nexar_reduce(c, a, big, NEXAR_I32, NEXAR_MAX, W - 1)) FAIL("chunked reduce %zu", big);
   for (size_t i = 0; me == W - 1 && i < big; i++)
     if (a[i] != (int32_t)(W - 1 + 3 * i)) FAIL("chunked reduce: %zu", i);
+  /* reduce_scatter: a chunk holds a piece of every block; in place too (our
+   * block of send is recv; between two ranks it never enters our buffer) */
+  size_t rb = big / W;
+  int32_t *out = malloc(rb * sizeof *out);
+  for (int inplace = 0; inplace < 2; inplace++) {
+    for (size_t i = 0; i < rb * W; i++)
+      a[i] = (int32_t)(me * 7 + i);
+    int32_t *dst = inplace ? a + (size_t)me * rb : out;
+    seq0 = c->next_seq;
+    if (nexar_reduce_scatter(c, a, dst, rb, NEXAR_I32, NEXAR_SUM))
+      FAIL("chunked reduce_scatter %zu", rb);
+    if (c->next_seq - seq0 != (W <= NX_CSEG_CHUNK_RANKS ? 4u : 1u))
+      FAIL("reduce_scatter of 3.5 chunks took %llu collectives",
+           (unsigned long long)(c->next_seq - seq0));
+    for (size_t i = 0; i < rb; i++)
+      if (dst[i] != (int32_t)(7 * W * (W - 1) / 2 + W * (me * rb + i)))
+        FAIL("chunked reduce_scatter (in place %d): %zu", inplace, i);
+  }
+  free(out);
   int rc = nexar_all_reduce(c, a, me == 0 ? big : big - ce, NEXAR_I32, NEXAR_SUM);
   if (rc != NEXAR_ERR_MISMATCH) FAIL("chunked counts that differ: %s", nexar_strerror(rc));
   if (nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM)) FAIL("all_reduce after chunked counts");
