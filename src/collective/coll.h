@@ -200,8 +200,10 @@ enum {
   NX_SEG_NONE = 0, /* the message path */
   NX_SEG_BUFFERS,  /* through the segment's buffers */
   NX_SEG_SINGLE,   /* single copy from the callers' buffers (cseg.h) */
-  NX_SEG_CHUNKS,   /* a reduction above the buffers: consecutive collectives of
-                    * nx_segcoll_chunk elements each, through the buffers */
+  NX_SEG_CHUNKS,   /* a reduction above NX_CSEG_RCHUNK or an all_gather above
+                    * the buffers: consecutive collectives of nx_segcoll_chunk
+                    * elements (a vector's, or each block's) each, through the
+                    * buffers */
   NX_SEG_BCAST,    /* a small broadcast through its root's ring (cseg.h) */
   NX_SEG_STREAM,   /* a large broadcast streamed through its root's buffer */
 };

@@ -353,8 +353,8 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
  * cut them alike. */
 static int seg_chunks(nx_job *j, const nx_coll_sig *sig) {
   size_t per = nx_segcoll_chunk(j), total = j->count;
-  char *base = j->buf;
-  nx_job part = *j; /* the first part ends j's collective */
+  char *base = j->buf; /* NULL but for all_reduce and reduce */
+  nx_job part = *j;    /* the first part ends j's collective */
   j->k = NULL;
   /* all_gather (reduce_scatter): each chunk's blocks lie a whole block
    * apart in recv (send) */
@@ -362,7 +362,7 @@ static int seg_chunks(nx_job *j, const nx_coll_sig *sig) {
     part.stride = total * j->es;
   for (size_t off = 0; off < total; off += per) {
     part.count = NX_MIN(per, total - off);
-    part.buf = base + off * j->es;
+    if (base) part.buf = base + off * j->es;
     if (part.stride) {
       part.send = (const char *)j->send + off * j->es;
       part.recv = (char *)j->recv + off * j->es;

@@ -65,10 +65,11 @@ static size_t chunk_bytes(uint32_t n) {
 
 /* Bytes of a reduction's vector or of an all_gather's or reduce_scatter's
  * block each chunk takes (reductions: cseg.h, NX_CSEG_RCHUNK, within a
- * buffer; a reduce_scatter's chunk holds a piece of every block). */
+ * buffer; a reduce_scatter's chunk holds a piece of every block, whole
+ * cache lines of it: a third of 512 KiB is not). */
 static size_t part_bytes(const nx_job *j, uint32_t n) {
   return j->kind == NX_COLL_ALL_GATHER       ? chunk_bytes(n)
-         : j->kind == NX_COLL_REDUCE_SCATTER ? nx_cseg_rchunk(n) / n
+         : j->kind == NX_COLL_REDUCE_SCATTER ? (nx_cseg_rchunk(n) / n) & ~(size_t)63
                                              : nx_cseg_rchunk(n);
 }
 

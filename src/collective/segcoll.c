@@ -511,7 +511,8 @@ static int read_all(const segop *o) {
 }
 
 /* Every rank reduces in rank order, so all get the same bits. dst holds our
- * own vector already when it is in place (all_reduce, reduce): rank 0 starts
+ * own vector already when own is set (all_reduce and reduce in place; a
+ * two-rank reduce_scatter, which copied its block there): rank 0 starts
  * from it, which saves a copy of the vector; with two ranks so does rank 1,
  * as the kernels make a op b and b op a the same bits (NaNs canonical, min
  * and max symmetric: reduce/reduce.c). */

@@ -169,9 +169,10 @@ static void same_bits(nexar_client *c, uint32_t me) {
   free(a);
 }
 
-/* Reductions above a rank's buffer run as consecutive segment collectives
+/* Reductions above NX_CSEG_RCHUNK run as consecutive segment collectives
  * of a chunk each (NX_SEG_CHUNKS), with the whole call's signature: 3.5
- * chunks exact (all_reduce, and reduce at a root), then counts that differ
+ * chunks exact (all_reduce, reduce at a root, reduce_scatter in place and
+ * not, and its float average), then counts that differ
  * and a blocking call against non-blocking ones, MISMATCH on every rank at
  * the first chunk, the next call good (the sequences stayed aligned). */
 static void chunks(nexar_client *c, uint32_t me) {
@@ -210,8 +211,24 @@ static void chunks(nexar_client *c, uint32_t me) {
       if (dst[i] != (int32_t)(7 * W * (W - 1) / 2 + W * (me * rb + i)))
         FAIL("chunked reduce_scatter (in place %d): %zu", inplace, i);
   }
+  /* the float average (between two ranks our block comes from send) */
+  float *f = malloc(rb * W * sizeof *f), *fo = malloc(rb * sizeof *fo);
+  for (size_t i = 0; i < rb * W; i++)
+    f[i] = (float)(me + i % 50);
+  if (nexar_reduce_scatter(c, f, fo, rb, NEXAR_F32, NEXAR_AVG))
+    FAIL("chunked reduce_scatter average %zu", rb);
+  for (size_t i = 0; i < rb; i++)
+    if (fabsf(fo[i] - ((float)(W - 1) / 2 + (float)((me * rb + i) % 50))) > 1e-4f)
+      FAIL("chunked reduce_scatter average: %zu is %g", i, (double)fo[i]);
+  free(f);
+  free(fo);
+  int rc = nexar_reduce_scatter(c, a, out, me == 0 ? rb : rb - 1000, NEXAR_I32, NEXAR_SUM);
+  if (rc != NEXAR_ERR_MISMATCH)
+    FAIL("chunked reduce_scatter counts differ: %s", nexar_strerror(rc));
+  if (nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM))
+    FAIL("all_reduce after reduce_scatter counts");
   free(out);
-  int rc = nexar_all_reduce(c, a, me == 0 ? big : big - ce, NEXAR_I32, NEXAR_SUM);
+  rc = nexar_all_reduce(c, a, me == 0 ? big : big - ce, NEXAR_I32, NEXAR_SUM);
   if (rc != NEXAR_ERR_MISMATCH) FAIL("chunked counts that differ: %s", nexar_strerror(rc));
   if (nexar_all_reduce(c, a, 4, NEXAR_I32, NEXAR_SUM)) FAIL("all_reduce after chunked counts");
   nexar_request *q = NULL;
