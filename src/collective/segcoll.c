@@ -510,6 +510,12 @@ static int read_all(const segop *o) {
   return rc;
 }
 
+/* Between two ranks a reduce_scatter's own block never enters our buffer:
+ * publish leaves it out and compute reduces it straight from send. */
+static int own_from_send(const segop *o) {
+  return o->j->kind == NX_COLL_REDUCE_SCATTER && o->s->n == 2;
+}
+
 /* Every rank reduces in rank order, so all get the same bits. dst holds our
  * own vector already when own is set (all_reduce and reduce in place; a
  * two-rank reduce_scatter, which copied its block there): rank 0 starts
@@ -546,9 +552,9 @@ static void compute(const segop *o) {
     if (me == j->root) reduce_all(o, j->buf, 0, j->count, 1);
     break;
   case NX_COLL_REDUCE_SCATTER:
-    if (n == 2 && recv != (const char *)j->send + me * st) /* (publish: not in our buffer) */
+    if (own_from_send(o) && recv != (const char *)j->send + me * st)
       memcpy(recv, (const char *)j->send + me * st, blk);
-    reduce_all(o, recv, (size_t)me * j->count, j->count, n == 2);
+    reduce_all(o, recv, (size_t)me * j->count, j->count, own_from_send(o));
     break;
   case NX_COLL_BROADCAST:
     if (me != j->root) memcpy(j->buf, nx_cseg_buf(s, j->root, o->seq), blk);
@@ -703,8 +709,8 @@ static int run_stream(segop *o) {
 }
 
 /* Our contribution (pub bytes from src) into our buffer. A reduce_scatter's
- * blocks lie j->stride apart in send when it runs in chunks; between two
- * ranks our own block stays out (compute reduces it from send). */
+ * blocks lie j->stride apart in send when it runs in chunks (own_from_send:
+ * ours may stay out). */
 static void publish(const segop *o, const void *src, size_t pub) {
   const nx_job *j = o->j;
   uint8_t *buf = nx_cseg_buf(o->s, o->s->me, o->seq);
@@ -714,7 +720,8 @@ static void publish(const segop *o, const void *src, size_t pub) {
   }
   size_t blk = j->count * j->es, st = j->stride ? j->stride : blk;
   for (uint32_t r = 0; r < o->s->n; r++)
-    if (o->s->n != 2 || r != o->s->me) memcpy(buf + r * blk, (const uint8_t *)src + r * st, blk);
+    if (r != o->s->me || !own_from_send(o))
+      memcpy(buf + r * blk, (const uint8_t *)src + r * st, blk);
 }
 
 static int run(nx_job *j, const nx_coll_sig *sig);

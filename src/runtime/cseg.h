@@ -99,15 +99,16 @@ static inline size_t nx_cseg_slot(uint32_t n) {
  * at n = 4, 2-32 MiB all_reduce 1.1-1.8x faster than the ring; at n = 8 as
  * fast or slower (every rank reads every rank's chunk). */
 #define NX_CSEG_CHUNK_RANKS 4u
-/* Reductions (all_reduce, reduce, reduce_scatter) of more than this many bytes run in
- * chunks of it, even below a buffer: every rank reads every rank's chunk
- * just after it was written, and a chunk of each of two ranks and two
- * parities must stay within a core's cache for that (1 MiB of L2 here).
+/* Reductions (all_reduce, reduce, reduce_scatter) of more than this many
+ * bytes run in chunks of it, even below a buffer: every rank reads every
+ * rank's chunk just after it was written, and a chunk of each of two ranks
+ * and two parities must stay within a core's cache for that (1 MiB of L2
+ * here).
  * Harness all_reduce n = 2, chunks of 1 MiB -> 512 KiB: 1 MiB 206 -> 67
  * us, 4 MiB 853 -> 267 us, 64 MiB 13.9 -> 6.3 ms (256 KiB about as fast,
  * 128 KiB 5-10% slower, each chunk a collective of its own). */
 #define NX_CSEG_RCHUNK (512u << 10)
-_Static_assert(NX_CSEG_RCHUNK *NX_CSEG_CHUNK_RANKS <= NX_CSEG_REDUCE_MAX,
+_Static_assert((size_t)NX_CSEG_CHUNK_RANKS *NX_CSEG_RCHUNK <= NX_CSEG_REDUCE_MAX,
                "a chunk of every rank is read within NX_CSEG_REDUCE_MAX");
 static inline size_t nx_cseg_rchunk(uint32_t n) {
   size_t b = nx_cseg_slot(n);
