@@ -152,6 +152,9 @@ int nexar_bootstrap_local(nexar_client **clients, uint32_t n, const nexar_config
   }
   for (uint32_t i = 0; i < n; i++) {
     clients[i] = args[i].out;
+    pthread_mutex_lock(&eps[i]->mu);
+    eps[i]->world_inproc = 1;
+    pthread_mutex_unlock(&eps[i]->mu);
     nx_ep_unref(eps[i]); /* the communicator holds its own reference */
     eps[i] = NULL;
   }

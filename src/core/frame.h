@@ -28,7 +28,7 @@ enum nx_frame_kind {
   NX_KIND_REVOKE = 12,    /* comm revoked (flooded: forwarded once by each member); no payload */
   NX_KIND_AGREE = 13,     /* agreement message (proto/agree.h) of instance `tag` of comm */
   NX_KIND_RELAY = 14,     /* a relayed segment or its acknowledgement: nx_relay_hdr + body */
-  NX_KIND_PEER_GONE = 15, /* sparse topologies: member `tag` died (status 1) or left (2) */
+  NX_KIND_PEER_GONE = 15, /* sparse: rank `tag` died (status 1), left (2), is closing (3) */
   NX_KIND_RNDV_DATA = 16, /* a piece of rendezvous `tag` at offset `count`: same-host rings only */
   NX_KIND_MAX = 16
 };

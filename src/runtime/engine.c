@@ -677,7 +677,9 @@ void nx_ep_ref(nx_ep *ep) {
 }
 
 /* Waits until every message this endpoint sent is acknowledged, a peer is
- * lost, or the collective timeout passes (nexar_client_del's promise). */
+ * lost, or the collective timeout passes (nexar_client_del's promise); in a
+ * sparse topology also until relayed sends reached their destinations and
+ * no rank can still need this one as a relay. */
 static void drain(nx_ep *ep) {
   uint64_t limit = ep->cfg.collective_timeout_ms ? ep->cfg.collective_timeout_ms : 30000;
   uint64_t deadline = nx_now_ns() + limit * 1000000ull;
@@ -688,6 +690,7 @@ static void drain(nx_ep *ep) {
       if (m->peer->state == NX_PEER_UP) busy = 1;
     busy |= nx_rndv_pending_locked(ep); /* same-host sends not read yet */
     busy |= nx_shm_pending_locked(ep);  /* ring records not consumed yet */
+    busy |= nx_relay_linger_locked(ep); /* sparse: relayed sends, and others may need us */
     if (!busy) break;
     uint64_t w = nx_now_ns() + 5000000ull;
     struct timespec ts = {(time_t)(w / 1000000000ull), (long)(w % 1000000000ull)};

@@ -212,6 +212,7 @@ struct nx_peer {
   uint64_t rin_seq;              /* relayed messages from it below this have begun */
   nx_rin *rin;                   /* its relayed messages arriving here */
   nx_msg *relq_head, *relq_tail; /* RELAY messages from this neighbour, in stream order */
+  int closing; /* it is closing, all it originated delivered: it only forwards now */
   nexar_peer_stats st;
 };
 
@@ -299,8 +300,13 @@ struct nx_ep {
   int agr_frozen;         /* ...the hook fired: the process exits soon */
   nx_work agr_exit;
   /* sparse topologies (relay.c), under ep->mu */
-  nx_signer *signer;         /* signs what this rank originates, checks relayed origins */
-  nx_rflow *rflows;          /* relayed messages this rank originates, not yet acknowledged */
+  nx_signer *signer; /* signs what this rank originates, checks relayed origins */
+  nx_rflow *rflows;  /* relayed messages this rank originates, not yet acknowledged */
+  int closing_sent;  /* this rank's closing notice is out (nx_relay_linger_locked) */
+  /* every rank of the world is in this process (nexar_bootstrap_local): they
+   * all end with it, and one thread deleting them in turn would otherwise
+   * wait at each for ranks that can close only after it returns */
+  int world_inproc;
   uint64_t relay_buf;        /* bytes of other ranks' segments this rank holds to forward */
   uint64_t relay_buf_peak;   /* the most it ever held */
   uint64_t relay_forwarded;  /* bytes forwarded for other ranks */
@@ -622,6 +628,12 @@ int nx_relay_deliver_locked(nx_ep *ep, nx_peer *from, const uint8_t *body, size_
 void nx_relay_cancel_locked(nx_ep *ep, nexar_request *req, int rc, const char *why);
 /* NX_KIND_PEER_GONE from a neighbour. */
 void nx_relay_on_gone_locked(nx_ep *ep, nx_peer *from, const nx_frame *f);
+/* Closing (the endpoint's drain): 1 while this rank must stay to forward.
+ * It stays until what it originated is acknowledged by its destinations,
+ * then tells every rank it is closing (NX_KIND_PEER_GONE status 3, flooded),
+ * and stays until every live, reachable rank has said so too: until then one
+ * of them may still send through it. 0 at once in a full mesh. */
+int nx_relay_linger_locked(nx_ep *ep);
 /* Peer p died or left: routes around it, fails what went through it, tells
  * the neighbours (sparse topologies only). */
 void nx_relay_peer_lost_locked(nx_ep *ep, nx_peer *p);

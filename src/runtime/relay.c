@@ -40,7 +40,13 @@
  * (NX_KIND_PEER_GONE, flooded once); every rank then recomputes its routes
  * around the dead set, fails its flows whose path went through the lost
  * rank ("send to rank 7 via relay 3: relay lost") and drops messages that
- * were arriving through it. Progress thread or a driving thread, ep->mu. */
+ * were arriving through it.
+ *
+ * Closing: any rank may be a relay, so one that closes first waits for the
+ * acknowledgements of what it originated, then floods PEER_GONE status 3 and
+ * keeps forwarding until every live, reachable rank has done the same
+ * (nx_relay_linger_locked, from the endpoint's drain). Progress thread or a
+ * driving thread, ep->mu. */
 #include <gnutls/crypto.h>
 #include <stdlib.h>
 #include <string.h>
@@ -540,9 +546,47 @@ void nx_relay_arrived_locked(nx_ep *ep, nx_msg *m) {
 
 /* ------------------------------------------------------------- failures */
 
+/* Tells every up neighbour but `except` that rank `tag` died (1), left (2)
+ * or is closing (3). */
+static void flood_gone(nx_ep *ep, uint32_t tag, uint32_t status, uint32_t except) {
+  nx_frame f = {0};
+  f.kind = NX_KIND_PEER_GONE;
+  f.tag = tag;
+  f.status = status;
+  for (uint32_t j = 0; j < ep->world; j++) {
+    nx_peer *p = ep->peers[j];
+    if (j != ep->rank && j != except && !p->relayed && p->state == NX_PEER_UP)
+      nx_ep_send_locked(ep, j, &f, NULL, 0, NULL, NULL);
+  }
+}
+
+int nx_relay_linger_locked(nx_ep *ep) {
+  if (!ep->route.topology) return 0;
+  if (ep->rflows) return 1;
+  if (ep->world_inproc) return 0;
+  if (!ep->closing_sent) {
+    ep->closing_sent = 1;
+    flood_gone(ep, ep->rank, 3, UINT32_MAX);
+  }
+  for (uint32_t j = 0; j < ep->world; j++) {
+    const nx_peer *p = ep->peers[j];
+    if (j != ep->rank && !p->closing && p->state != NX_PEER_DEAD && ep->route.dist &&
+        ep->route.dist[j] != UINT32_MAX)
+      return 1;
+  }
+  return 0;
+}
+
 void nx_relay_on_gone_locked(nx_ep *ep, nx_peer *from, const nx_frame *f) {
   if (!ep->route.topology || f->tag >= ep->world || f->tag == ep->rank) return;
   nx_peer *x = ep->peers[f->tag];
+  if (f->status == 3) { /* a neighbour's too: flooded once, like the others */
+    if (x->closing) return;
+    x->closing = 1;
+    flood_gone(ep, x->rank, 3, from->rank);
+    pthread_cond_broadcast(&ep->cv);
+    return;
+  }
   if (!x->relayed || x->state == NX_PEER_DEAD) return; /* a neighbour: our own heartbeat decides */
   if (f->status == 2) {
     nx_peer_departed_locked(ep, x);
@@ -610,15 +654,7 @@ void nx_relay_peer_lost_locked(nx_ep *ep, nx_peer *x) {
   free(dead);
   if (rebuild_route(ep)) NX_WARN("relay: no memory to recompute routes around rank %u", x->rank);
   nx_agr_check_partition_locked(ep); /* a recovery over a split graph cannot succeed */
-  nx_frame f = {0};
-  f.kind = NX_KIND_PEER_GONE;
-  f.tag = x->rank;
-  f.status = x->departed ? 2 : 1;
-  for (uint32_t j = 0; j < ep->world; j++) {
-    nx_peer *p = ep->peers[j];
-    if (j != ep->rank && !p->relayed && p->state == NX_PEER_UP)
-      nx_ep_send_locked(ep, j, &f, NULL, 0, NULL, NULL);
-  }
+  flood_gone(ep, x->rank, x->departed ? 2 : 1, UINT32_MAX);
 }
 
 uint32_t nx_relay_partitioned_locked(nx_ep *ep, const nx_comm *c, char *why, size_t cap) {

@@ -35,6 +35,10 @@
 #               is in place). 2x, not 1.5x: with 8 ranks on 2 CPUs the two
 #               relays compete for a core and cut-through measured 1.2-1.63x
 #   fullmesh_cut  harness check of cut: full_mesh, counting rules, the tbf
+#   close       N=8 hypercube: after the first barrier all ranks but 0 and 7
+#               close and exit; 500 ms later 0 sends 1 KiB and 256 KiB to 7
+#               (3 hops) and closes: 7 gets both, every rank passes (a closing
+#               rank stays while another may still relay through it)
 #
 #   sparse_test.sh <nexar-seed> <sparse_worker> <scenario>
 # SPARSE_FORCE_TOPOLOGY=full_mesh runs a scenario's workers with a full mesh
@@ -51,7 +55,7 @@ NET=10.83.0
 SEED_HOST=9 SEED_PORT=24830 ECHO_PORT=24831
 export NX_HOSTS=9
 case $SCEN in
-fullmesh | hypercube | kregular | kill_relay | partition | cut | fullmesh_cut) ;;
+fullmesh | hypercube | kregular | kill_relay | partition | cut | fullmesh_cut | close) ;;
 *) echo "unknown scenario '$SCEN'"; exit 64 ;;
 esac
 
@@ -325,7 +329,7 @@ kill_rank() {
 # The topology, world and rule verdict of each scenario
 case $SCEN in
 fullmesh) TOPO=full_mesh RULES=hypercube N=8 ;;
-hypercube | kill_relay | cut) TOPO=hypercube RULES=hypercube N=8 ;;
+hypercube | kill_relay | cut | close) TOPO=hypercube RULES=hypercube N=8 ;;
 kregular) TOPO=k_regular:4 RULES=k_regular:4 N=8 ;;
 partition) TOPO=k_regular:2 RULES=k_regular:2 N=6 ;;
 fullmesh_cut) TOPO=full_mesh RULES=hypercube N=8 ;;
@@ -401,6 +405,14 @@ kill_relay)
     else
       fail "rank $src reported no stream failure"
     fi
+    [ $VERDICT = drop ] && check_silent $N
+  fi
+  ;;
+close)
+  if start_world $TOPO $N close; then
+    end_world
+    check_ranks $(seq 0 $((N - 1)))
+    grep -h ': close: \|: closed in ' /tmp/$P.w0.out /tmp/$P.w7.out /tmp/$P.w1.out | sed 's/^/     /'
     [ $VERDICT = drop ] && check_silent $N
   fi
   ;;

@@ -41,6 +41,12 @@
  * nexar_recover, which must fail with ABORTED naming "partitioned" within B ms
  * (default 6000); a view forming is a failure.
  *
+ * MODE close: every rank but 0 and the one farthest from it (dst) deletes its
+ * client right after the first barrier and exits; 0 waits 500 ms, sends 1 KiB
+ * (copied at once) and 256 KiB to dst and deletes its client; dst must
+ * receive both intact. The relays on the way must still forward: a rank that
+ * closes stays until no rank can still need it ("rank R: closed in T ms").
+ *
  * MODE cut: rank 0 times 16 MiB (plus a 4-byte ack) to its lowest neighbour
  * and to the lowest rank farthest from it (twice each, the faster kept), prints
  * "rank 0: cut near=A hops=1 T ms far=B hops=H T ms ratio X" and requires
@@ -693,6 +699,46 @@ static int kill_relay(nexar_client *c, const view *v0, size_t big) {
   return bad ? 6 : 0;
 }
 
+/* ----------------------------------------------------------------- close */
+
+#define CLOSE_SMALL 1024u
+#define CLOSE_BIG (256u << 10)
+#define TAG_CLOSE 77u
+
+/* Returns 0, or 5 when an operation failed; exits 4 on wrong data. */
+static int close_early(nexar_client *c, const view *v) {
+  uint32_t dst = farthest(v, 0);
+  int rc = 0;
+  if (g_rank == 0) {
+    usleep(500 * 1000); /* the others are closing by now */
+    uint8_t *a = xmalloc(CLOSE_SMALL), *b = xmalloc(CLOSE_BIG);
+    fill(a, 0, dst, CLOSE_SMALL);
+    fill(b, 0, dst, CLOSE_BIG);
+    rc = nexar_send(c, a, CLOSE_SMALL, dst, TAG_CLOSE);
+    if (!rc) rc = nexar_send(c, b, CLOSE_BIG, dst, TAG_CLOSE);
+    say("close: sends to %u -> %s%s%s", dst, code_name(rc), rc ? ": " : "",
+        rc ? nexar_last_error() : "");
+    free(a);
+    free(b);
+  } else if (g_rank == dst) {
+    uint8_t *a = xmalloc(CLOSE_SMALL), *b = xmalloc(CLOSE_BIG);
+    rc = nexar_recv(c, a, CLOSE_SMALL, 0, TAG_CLOSE);
+    if (!rc) rc = nexar_recv(c, b, CLOSE_BIG, 0, TAG_CLOSE);
+    say("close: receives from 0 -> %s%s%s", code_name(rc), rc ? ": " : "",
+        rc ? nexar_last_error() : "");
+    if (!rc) {
+      check_pat("close small", a, 0, dst, CLOSE_SMALL);
+      check_pat("close big", b, 0, dst, CLOSE_BIG);
+    }
+    free(a);
+    free(b);
+  }
+  double t0 = mono_ms();
+  nexar_client_del(c);
+  say("closed in %.0f ms", mono_ms() - t0);
+  return rc ? 5 : 0;
+}
+
 /* ------------------------------------------------------------- partition */
 
 static int partition(nexar_client *c, unsigned long bound_ms) {
@@ -889,7 +935,7 @@ int main(int argc, char **argv) {
   if (!strcmp(mode, "probe"))
     return argc == 4 && !parse_u(argv[3], 65535, &a1) ? probe(argv[2], a1) : 64;
   if (strcmp(mode, "ops") && strcmp(mode, "kill_relay") && strcmp(mode, "partition") &&
-      strcmp(mode, "cut"))
+      strcmp(mode, "cut") && strcmp(mode, "close"))
     return 64;
   unsigned long max_s = 90, big_mib = 32, bound_ms = 6000, min_near_ms = 0, ratio_pct = 200;
   for (int i = 2; i < argc; i++) {
@@ -957,6 +1003,9 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "kill_relay")) {
     res = kill_relay(c, &v, (size_t)big_mib << 20);
     c = NULL; /* recovered: its successor was deleted there */
+  } else if (!strcmp(mode, "close")) {
+    res = close_early(c, &v);
+    c = NULL; /* deleted there, timed */
   } else if (!strcmp(mode, "partition")) {
     res = partition(c, bound_ms);
   } else {

@@ -265,7 +265,7 @@ set_tests_properties(integration.elastic_example PROPERTIES TIMEOUT 240 LABELS "
 # the harness's self-check (the rules checked by probes, then a full mesh run
 # under counting rules).
 target_compile_definitions(sparse_worker PRIVATE SPARSE_HAVE_NEIGHBOR_STATS=1)
-foreach(s fullmesh hypercube kregular kill_relay partition cut)
+foreach(s fullmesh hypercube kregular kill_relay partition cut close)
   add_test(NAME integration.sparse.${s}
            COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/integration/sparse_test.sh
                    $<TARGET_FILE:nexar-seed> $<TARGET_FILE:sparse_worker> ${s})
