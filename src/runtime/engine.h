@@ -374,6 +374,16 @@ static inline void nx_cpu_relax(void) {
   __asm__ __volatile__("yield");
 #endif
 }
+/* The cache line at p, fetched for writing: one transfer from the core
+ * that last wrote it instead of a read and then an upgrade. prefetchw (a
+ * NOP on x86 CPUs without it; GCC emits it only with -mprfchw). */
+static inline void nx_prefetch_write(const void *p) {
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
 /* More ranks than CPUs: poll this long, yielding the CPU between looks. */
 #define NX_YIELD_NS 300000ull
 /* ... but a wait for a message (p2p.c recv_now, request.c) only once it
