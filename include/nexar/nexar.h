@@ -329,7 +329,14 @@ NEXAR_EXTERN uint64_t nexar_comm_id(const nexar_client *c);
 /** Thread-safe, idempotent, non-blocking: every pending and later call on c
  * fails NEXAR_ERR_ABORTED and c's peers are told. */
 NEXAR_EXTERN void nexar_abort(nexar_client *c);
-/** Delivers what was sent, fails pending requests with ABORTED, then frees c. */
+/** Delivers what was sent, fails pending requests with ABORTED, then frees c.
+ * Deleting a process's last communicator waits (at most collective_timeout_ms)
+ * until what it sent is acknowledged; in a sparse topology also until the
+ * sends it relayed or originated reached their destinations and every other
+ * live, reachable rank has closed too, as others may need this rank to
+ * forward. So a rank that leaves a running sparse world early waits up to
+ * collective_timeout_ms here. Returns nothing; a failure on the way is
+ * reported to no one. */
 NEXAR_EXTERN void nexar_client_del(nexar_client *c);
 
 /* ------------------------------------------------------- point-to-point */

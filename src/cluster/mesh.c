@@ -51,6 +51,11 @@ int nx_mesh_form_ex(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t clus
     *out = NULL;
     rc = nx_fail(rc, "%s", err);
   }
+  if (!rc) {
+    pthread_mutex_lock(&ep->mu);
+    ep->formed = 1;
+    pthread_mutex_unlock(&ep->mu);
+  }
   return rc;
 }
 

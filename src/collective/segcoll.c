@@ -413,10 +413,7 @@ static int run_bcast(segop *o) {
     if (rc) return rc;
     nx_cseg_bpublish(s, o->seq, &o->sig, j->buf, blk);
     push_pending(s, o->seq, &nx_cseg_bentry(s, s->me, o->seq)->ack);
-    /* Our next entry's first line, exclusive: its readers last wrote it
-     * (their ack bits) a ring ago, and our next call both reads that ack
-     * and writes the entry, two transfers waited for in turn without. */
-    nx_prefetch_write(nx_cseg_bentry(s, s->me, o->seq + 1));
+    nx_prefetch_write(nx_cseg_bentry(s, s->me, o->seq + 1)); /* readers acked it a ring ago */
     return 0;
   }
   int rc = wait_on(o, bring_ready, "the root's broadcast");

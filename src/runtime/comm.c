@@ -436,7 +436,13 @@ void nexar_client_del(nexar_client *c) {
       if (atomic_load(&c->revoked)) ep->nrevoked_live--;
       break;
     }
+  int last = !ep->comms;
   pthread_mutex_unlock(&ep->mu);
+  /* The user's close: sends still going out, and (sparse) relaying until
+   * the others close too, wait here, in the caller's thread. The last
+   * reference may go later on a pool thread (an RPC handler, a same-host
+   * read), after the caller returned and perhaps exited. */
+  if (last) nx_ep_drain(ep);
   nx_ep_unref(ep);
   if (c->on_del) c->on_del(c->on_del_arg);
   nx_config_release(&c->cfg);

@@ -680,10 +680,13 @@ void nx_ep_ref(nx_ep *ep) {
  * lost, or the collective timeout passes (nexar_client_del's promise); in a
  * sparse topology also until relayed sends reached their destinations and
  * no rank can still need this one as a relay. */
-static void drain(nx_ep *ep) {
+void nx_ep_drain(nx_ep *ep) {
   uint64_t limit = ep->cfg.collective_timeout_ms ? ep->cfg.collective_timeout_ms : 30000;
-  uint64_t deadline = nx_now_ns() + limit * 1000000ull;
   pthread_mutex_lock(&ep->mu);
+  /* one bound for the close, however many times it is waited for (the last
+   * communicator's delete, then the last reference) */
+  if (!ep->drain_until) ep->drain_until = nx_now_ns() + limit * 1000000ull;
+  uint64_t deadline = ep->drain_until;
   while (nx_now_ns() < deadline && ep->thr_started) {
     int busy = 0;
     for (nx_txmsg *m = ep->tx_all; m; m = m->all_next)
@@ -701,7 +704,7 @@ static void drain(nx_ep *ep) {
 
 void nx_ep_unref(nx_ep *ep) {
   if (!ep || atomic_fetch_sub(&ep->refs, 1) != 1) return;
-  drain(ep); /* RPC handlers hold a reference: none runs past this point */
+  nx_ep_drain(ep); /* RPC handlers hold a reference: none runs past this point */
   nx_bulk_stop(ep);
   pthread_mutex_lock(&ep->mu);
   ep->stop = 1;

@@ -307,6 +307,10 @@ struct nx_ep {
    * all end with it, and one thread deleting them in turn would otherwise
    * wait at each for ranks that can close only after it returns */
   int world_inproc;
+  /* the mesh formed (its final barrier passed): only then may others rely
+   * on this rank to forward, and only then does closing wait for them */
+  int formed;
+  uint64_t drain_until; /* nx_ep_drain's deadline, from its first call (0 none yet) */
   uint64_t relay_buf;        /* bytes of other ranks' segments this rank holds to forward */
   uint64_t relay_buf_peak;   /* the most it ever held */
   uint64_t relay_forwarded;  /* bytes forwarded for other ranks */
@@ -339,6 +343,11 @@ int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_
 int nx_ep_connect_mesh(nx_ep *ep, uint64_t deadline_ns);
 void nx_ep_ref(nx_ep *ep);
 void nx_ep_unref(nx_ep *ep); /* the last reference stops the thread and frees */
+/* Waits (up to collective_timeout_ms) until queued sends are out, same-host
+ * reads and ring records are taken and, in a sparse world, relayed sends
+ * are acknowledged and the others have closed (nx_relay_linger_locked).
+ * Takes ep->mu. */
+void nx_ep_drain(nx_ep *ep);
 uint16_t nx_ep_port(const nx_ep *ep);
 void nx_ep_wake(nx_ep *ep); /* under ep->mu */
 /* How long a waiter (a request's or a communicator segment's) polls before

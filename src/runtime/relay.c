@@ -561,12 +561,15 @@ static void flood_gone(nx_ep *ep, uint32_t tag, uint32_t status, uint32_t except
 }
 
 int nx_relay_linger_locked(nx_ep *ep) {
-  if (!ep->route.topology) return 0;
+  /* a world that never formed: nobody relies on us, and ranks that never
+   * connected would hold us to the timeout */
+  if (!ep->route.topology || !ep->formed) return 0;
   if (ep->rflows) return 1;
   if (ep->world_inproc) return 0;
   if (!ep->closing_sent) {
     ep->closing_sent = 1;
     flood_gone(ep, ep->rank, 3, UINT32_MAX);
+    return 1; /* the notices just queued: the caller waits for them to go */
   }
   for (uint32_t j = 0; j < ep->world; j++) {
     const nx_peer *p = ep->peers[j];

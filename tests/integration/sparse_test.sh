@@ -413,6 +413,19 @@ close)
     end_world
     check_ranks $(seq 0 $((N - 1)))
     grep -h ': close: \|: closed in ' /tmp/$P.w0.out /tmp/$P.w7.out /tmp/$P.w1.out | sed 's/^/     /'
+    # Each rank's closing notice must reach every other: without it they
+    # all wait out the collective timeout (20 s) and still pass. Ranks 1-6
+    # close 500 ms before 0 sends, and must stay to forward it.
+    for r in $(seq 0 $((N - 1))); do
+      t=$(sed -n 's/^rank [0-9]*: closed in \([0-9]*\) ms$/\1/p' /tmp/$P.w$r.out)
+      if [ -z "$t" ]; then
+        fail "rank $r did not say how long it took to close"
+      elif [ "$t" -ge 5000 ]; then
+        fail "rank $r took $t ms to close (a closing notice was lost; want < 5000)"
+      elif [ "$r" -ne 0 ] && [ "$r" -ne 7 ] && [ "$t" -lt 300 ]; then
+        fail "rank $r closed in $t ms, before rank 0's sends could pass it (want >= 300)"
+      fi
+    done
     [ $VERDICT = drop ] && check_silent $N
   fi
   ;;
