@@ -167,3 +167,15 @@ int nx_segcoll_eligible(const nx_job *j) {
                 j->kind == NX_COLL_REDUCE_SCATTER;
   return !reduces || reads <= NX_CSEG_REDUCE_MAX ? NX_SEG_BUFFERS : NX_SEG_NONE;
 }
+
+int nx_segcoll_nowait(const nx_job *j) {
+  /* A root that only writes, its readers' bits checked later (one each).
+   * Not in chunks: a root still in its call would wait for a reader that
+   * failed an early chunk to begin its next collective, which that
+   * reader's caller may hold back until the root returns; waiting for the
+   * arrivals it finds the mismatch itself, and still writes chunk i + 1
+   * while the readers copy chunk i. */
+  return (j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER) && j->c->rank == j->root &&
+         j->c->size <= NX_CSEG_BCAST_RANKS && j->seg != NX_SEG_SINGLE && j->seg != NX_SEG_CHUNKS &&
+         j->seg != NX_SEG_STREAM;
+}

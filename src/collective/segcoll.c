@@ -178,11 +178,17 @@ typedef struct segop {
   nx_cseg_sig sig;
   uint32_t next;     /* the first rank not yet seen */
   int cma;           /* single copy */
+  int inl;           /* contributions inline in the arrivals (NX_CSEG_INLINE) */
   uint32_t need;     /* streamed: pieces a wait waits for */
   uint32_t from;     /* streamed: the rank whose pieces we read */
   uint64_t extra_ns; /* the others' copies of their parts take this long */
   int extra_set;     /* extra_ns found (wait_on) */
 } segop;
+
+/* Where rank r's contribution to o is: its arrival's line, or buffer p. */
+static uint8_t *pbuf(const segop *o, uint32_t r) {
+  return o->inl ? o->s->ctl[r].arr[o->seq % NX_CSEG_RING].data : nx_cseg_buf(o->s, r, o->seq);
+}
 
 /* Waits for pred on o (nx_cseg_wait), polling through the copy time of
  * o's bytes before it sleeps: a wake-up costs more than the rest. What
@@ -319,14 +325,14 @@ static int arrived(void *arg, uint32_t *who) {
     /* its arrival first: there, it is all we read of its words (the line
      * of entered and msg, which it stores at every collective, stays in
      * its cache) */
-    uint64_t av = atomic_load_explicit(&w->arrive[p], memory_order_acquire);
+    uint64_t av = atomic_load_explicit(&w->arr[p].arrive, memory_order_acquire);
     int st = 1;
     if (av != o->seq + 1) {
       /* entered, then msg, then the arrival: seeing it past seq, or
        * marked, means seeing its arrival at seq if it made one */
       uint64_t e0 = atomic_load_explicit(&w->entered, memory_order_acquire);
       uint64_t mv = atomic_load(&w->msg);
-      av = atomic_load(&w->arrive[p]);
+      av = atomic_load(&w->arr[p].arrive);
       uint64_t e1 = av > o->seq + 1 ? atomic_load(&w->entered) : e0;
       st = nx_cseg_arrival(av, mv, e0, e1, o->seq);
     }
@@ -336,7 +342,7 @@ static int arrived(void *arg, uint32_t *who) {
     }
     if (st < 0) return impossible(o, r);
     if (st == 2) return other_path(o, r, "");
-    nx_cseg_sig theirs = w->sig[p];
+    nx_cseg_sig theirs = w->arr[p].sig;
     if (memcmp(&theirs, &o->sig, sizeof theirs)) return mismatch(o, o->seq, &o->sig, r, &theirs);
   }
   /* Each stored entered = seq + 1 before its arrival: the next collective's
@@ -374,7 +380,7 @@ static int bring_free(void *arg, uint32_t *who) {
 static int bring_state(segop *o, uint32_t root, uint64_t held, uint64_t e0, uint32_t *who) {
   nx_cseg_ctl *w = &o->s->ctl[root];
   uint64_t mv = atomic_load(&w->msg);
-  uint64_t av = atomic_load(&w->arrive[o->seq % NX_CSEG_RING]);
+  uint64_t av = atomic_load(&w->arr[o->seq % NX_CSEG_RING].arrive);
   uint64_t e1 = atomic_load(&w->entered);
   int st = nx_cseg_bentry_state(held, av, mv, e0, e1, o->seq);
   if (st == 0) {
@@ -445,7 +451,7 @@ static int all_left(void *arg, uint32_t *who) {
 /* Single copy: len bytes at offset off of rank r's published buffer. */
 static int read_from(const segop *o, uint32_t r, void *to, size_t off, size_t len) {
   const nx_cseg *s = o->s;
-  uint64_t at = s->ctl[r].addr[o->seq % NX_CSEG_RING];
+  uint64_t at = s->ctl[r].arr[o->seq % NX_CSEG_RING].addr;
   if (!len) return 0;
   if (at + off < at) /* a forged address: what a read of it would say */
     return nx_fail(NEXAR_ERR_PROTOCOL, "single-copy read from rank %u: address wraps", r);
@@ -530,11 +536,11 @@ static void reduce_all(const segop *o, void *dst, size_t off, size_t count, int 
   uint32_t n = o->s->n, me = o->s->me;
   int from_own = own && (me == 0 || n == 2);
   if (from_own && me == 1) {
-    nx_reduce(dst, nx_cseg_buf(o->s, 0, o->seq) + off * es, count, j->dt, op);
+    nx_reduce(dst, pbuf(o, 0) + off * es, count, j->dt, op);
   } else {
-    if (!from_own) memcpy(dst, nx_cseg_buf(o->s, 0, o->seq) + off * es, count * es);
+    if (!from_own) memcpy(dst, pbuf(o, 0) + off * es, count * es);
     for (uint32_t r = 1; r < n; r++)
-      nx_reduce(dst, nx_cseg_buf(o->s, r, o->seq) + off * es, count, j->dt, op);
+      nx_reduce(dst, pbuf(o, r) + off * es, count, j->dt, op);
   }
   if (j->op == NEXAR_AVG) nx_avg_div(dst, count, j->dt, o->s->n);
 }
@@ -558,23 +564,22 @@ static void compute(const segop *o) {
     reduce_all(o, recv, (size_t)me * j->count, j->count, own_from_send(o));
     break;
   case NX_COLL_BROADCAST:
-    if (me != j->root) memcpy(j->buf, nx_cseg_buf(s, j->root, o->seq), blk);
+    if (me != j->root) memcpy(j->buf, pbuf(o, j->root), blk);
     break;
   case NX_COLL_ALL_GATHER:
   case NX_COLL_GATHER:
     if (j->kind == NX_COLL_GATHER && me != j->root) break;
     for (uint32_t r = 0; r < n; r++) /* our own block from send, unless in place */
       if (r != me || j->send != recv + (size_t)r * st)
-        memmove(recv + (size_t)r * st, r == me ? j->send : nx_cseg_buf(s, r, o->seq), blk);
+        memmove(recv + (size_t)r * st, r == me ? j->send : pbuf(o, r), blk);
     break;
   case NX_COLL_SCATTER:
-    memmove(recv, nx_cseg_buf(s, j->root, o->seq) + (size_t)me * blk, blk);
+    memmove(recv, pbuf(o, j->root) + (size_t)me * blk, blk);
     break;
   case NX_COLL_ALL_TO_ALL: /* send and recv never overlap (validated) */
     for (uint32_t r = 0; r < n; r++)
       memcpy(recv + (size_t)r * blk,
-             (r == me ? (const uint8_t *)j->send : nx_cseg_buf(s, r, o->seq)) + (size_t)me * blk,
-             blk);
+             (r == me ? (const uint8_t *)j->send : pbuf(o, r)) + (size_t)me * blk, blk);
     break;
   default:
     break;
@@ -714,7 +719,7 @@ static int run_stream(segop *o) {
  * ours may stay out). */
 static void publish(const segop *o, const void *src, size_t pub) {
   const nx_job *j = o->j;
-  uint8_t *buf = nx_cseg_buf(o->s, o->s->me, o->seq);
+  uint8_t *buf = pbuf(o, o->s->me);
   if (j->kind != NX_COLL_REDUCE_SCATTER) {
     memcpy(buf, src, pub);
     return;
@@ -740,6 +745,8 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
   nexar_client *c = j->c;
   segop o = {.j = j, .s = c->cseg, .seq = nx_coll_seq(j->k)};
   o.cma = j->seg == NX_SEG_SINGLE;
+  /* the most any rank publishes (a scatter's root), alike on every rank */
+  o.inl = !o.cma && nx_segcoll_published(j, c->size, 1) <= NX_CSEG_INLINE;
   o.sig = (nx_cseg_sig){.op = sig->op,
                         .dtype = sig->dtype,
                         .redop = sig->redop,
@@ -758,7 +765,7 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
           ? j->buf
           : j->send;
   if (o.cma) /* where the others read it (published by the arrival) */
-    o.s->ctl[c->rank].addr[o.seq % NX_CSEG_RING] = (uint64_t)(uintptr_t)src;
+    o.s->ctl[c->rank].arr[o.seq % NX_CSEG_RING].addr = (uint64_t)(uintptr_t)src;
   else if (pub)
     publish(&o, src, pub);
   nx_cseg_arrive(o.s, o.seq, &o.sig);
@@ -777,18 +784,6 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
     atomic_fetch_or_explicit(&o.s->ctl[j->root].ack[o.seq % NX_CSEG_RING], 1ull << c->rank,
                              memory_order_release);
   return 0;
-}
-
-int nx_segcoll_nowait(const nx_job *j) {
-  /* A root that only writes, its readers' bits checked later (one each).
-   * Not in chunks: a root still in its call would wait for a reader that
-   * failed an early chunk to begin its next collective, which that
-   * reader's caller may hold back until the root returns; waiting for the
-   * arrivals it finds the mismatch itself, and still writes chunk i + 1
-   * while the readers copy chunk i. */
-  return (j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER) && j->c->rank == j->root &&
-         j->c->size <= NX_CSEG_BCAST_RANKS && j->seg != NX_SEG_SINGLE && j->seg != NX_SEG_CHUNKS &&
-         j->seg != NX_SEG_STREAM;
 }
 
 void nx_segcoll_mark(nx_job *j) {

@@ -27,7 +27,8 @@ typedef struct cseg_hdr {
   uint64_t magic, comm_id, attempt;
   uint32_t n, slot;
 } cseg_hdr;
-_Static_assert(sizeof(nx_cseg_ctl) == 320, "five cache lines");
+_Static_assert(sizeof(nx_cseg_arr) == 64, "an arrival, a cache line");
+_Static_assert(sizeof(nx_cseg_ctl) == 448, "seven cache lines");
 _Static_assert(sizeof(nx_cseg_bent) % 64 == 0, "whole cache lines");
 
 static size_t data_off(uint32_t n) {
@@ -198,9 +199,9 @@ void nx_cseg_arrive(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig) {
   /* readers of seq - 4 set their bits before they began seq - 3, which we
    * waited for (step 1) */
   atomic_store_explicit(&me->ack[seq % NX_CSEG_RING], 0, memory_order_relaxed);
-  me->sig[seq % NX_CSEG_RING] = *sig;
+  me->arr[seq % NX_CSEG_RING].sig = *sig;
   s->last_arrive[seq & 1] = seq + 1;
-  announce(&me->arrive[seq % NX_CSEG_RING], seq + 1);
+  announce(&me->arr[seq % NX_CSEG_RING].arrive, seq + 1);
   bell(me);
 }
 

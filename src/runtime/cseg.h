@@ -4,7 +4,7 @@
  *
  * Layout (all offsets fixed by the member count n and nx_cseg_slot(n), which
  * both sides compute themselves): a header, then one control block per rank
- * (nx_cseg_ctl, four cache lines), then per rank two data buffers of
+ * (nx_cseg_ctl, seven cache lines), then per rank two data buffers of
  * nx_cseg_slot(n) bytes (parity: collective sequence & 1), then the small
  * broadcasts' entries. The data buffers' pages are only backed once written,
  * so a segment costs what its collectives use; the control blocks and (up
@@ -18,10 +18,11 @@
  *     arrived on parity p (entered past it: a rank begins k' + 1 only once
  *     it has read what it needed of k'), and past the nowait collectives r
  *     has not checked yet (below);
- *  2. write its contribution into buffer p (or, single copy, the address of
- *     its own buffer into addr[i]), its signature into sig[i], then
- *     arrive[i] = k (release);
- *  3. wait until every rank has arrive[i] == k and compare the signatures (a
+ *  2. write its contribution into buffer p (up to NX_CSEG_INLINE bytes into
+ *     arr[i] itself; single copy: the address of its own buffer into
+ *     arr[i].addr), its signature into arr[i].sig, then arr[i].arrive = k
+ *     (release);
+ *  3. wait until every rank has arr[i].arrive == k and compare the signatures (a
  *     mismatch is found on arrival, by every rank: each reads every
  *     signature); a rank that went past k without arriving (entered, msg)
  *     took another path: a mismatch too -- except a rank that only writes
@@ -157,15 +158,28 @@ typedef struct nx_cseg_bent {
   char pad[32];
 } nx_cseg_bent;
 
+/* Bytes of a collective's contribution kept inline in its arrival's line
+ * (nx_cseg_arr) instead of in buffer p: a reader of a small all_reduce or
+ * all_gather then takes one line per rank, arrival, signature and data
+ * together, instead of the arrival and then the buffer's line, two
+ * transfers between cores in a row. */
+#define NX_CSEG_INLINE 32u
+
+/* Arrival i (sequence k, i = k & 3): a cache line of its own. */
+typedef struct nx_cseg_arr {
+  _Atomic uint64_t arrive; /* k + 1 (release, after the rest) */
+  nx_cseg_sig sig;
+  uint64_t addr; /* single copy: where its data is, in its process */
+  uint8_t data[NX_CSEG_INLINE];
+} nx_cseg_arr;
+
 typedef struct nx_cseg_ctl {
-  _Atomic uint64_t arrive[NX_CSEG_RING]; /* by sequence & 3 */
-  nx_cseg_sig sig[NX_CSEG_RING];
-  uint64_t addr[NX_CSEG_RING]; /* single copy: where its data is, in its process */
-  _Atomic uint64_t entered;    /* the latest sequence this rank began */
-  _Atomic uint64_t msg;        /* the latest sequence that took the message path */
-  _Atomic uint64_t left;       /* single copy: the latest sequence it read all of */
-  _Atomic uint64_t stream[2];  /* streamed, by parity: pieces it wrote */
-  _Atomic uint64_t sread[2];   /* streamed, by parity: pieces it read */
+  nx_cseg_arr arr[NX_CSEG_RING];
+  _Atomic uint64_t entered;   /* the latest sequence this rank began */
+  _Atomic uint64_t msg;       /* the latest sequence that took the message path */
+  _Atomic uint64_t left;      /* single copy: the latest sequence it read all of */
+  _Atomic uint64_t stream[2]; /* streamed, by parity: pieces it wrote */
+  _Atomic uint64_t sread[2];  /* streamed, by parity: pieces it read */
   char pad1[8];
   _Atomic uint32_t gen, sleepers;
   char pad2[56];
@@ -268,7 +282,7 @@ int nx_cseg_offer(nx_comm *c, uint32_t peer, uint64_t attempt, int fd);
 void nx_cseg_on_offer_locked(nx_ep *ep, nx_peer *p, uint64_t comm_id, uint64_t attempt, int fd);
 void nx_cseg_free(nx_cseg *s);
 
-/* Publishing: a store to arrive[p], msg or entered, then the doorbell. */
+/* Publishing: a store to arr[i].arrive, msg or entered, then the doorbell. */
 void nx_cseg_arrive(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig);
 void nx_cseg_mark_msg(nx_cseg *s, uint64_t seq);
 void nx_cseg_enter(nx_cseg *s, uint64_t seq);
