@@ -67,4 +67,25 @@ extern int nx_realloc_fail_at;
  * nx_addr_split (core/addr.h) with the field named in its error sentence. */
 int nx_split_hostport(const char *addr, char *host, size_t hostcap, uint16_t *port);
 
+/* CPU hints for code that polls memory another process writes (the
+ * shared-memory rings and segment): a pause between looks, and a line
+ * fetched for writing ahead of the stores. */
+static inline void nx_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+/* The cache line at p, fetched for writing: one transfer from the core
+ * that last wrote it instead of a read and then an upgrade. prefetchw (a
+ * NOP on x86 CPUs without it; GCC emits it only with -mprfchw). */
+static inline void nx_prefetch_write(const void *p) {
+#if defined(__x86_64__) || defined(__i386__)
+  __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
+#else
+  __builtin_prefetch(p, 1, 3);
+#endif
+}
+
 #endif

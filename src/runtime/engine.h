@@ -310,7 +310,7 @@ struct nx_ep {
   /* the mesh formed (its final barrier passed): only then may others rely
    * on this rank to forward, and only then does closing wait for them */
   int formed;
-  uint64_t drain_until; /* nx_ep_drain's deadline, from its first call (0 none yet) */
+  uint64_t drain_until;      /* nx_ep_drain's deadline, from its first call (0 none yet) */
   uint64_t relay_buf;        /* bytes of other ranks' segments this rank holds to forward */
   uint64_t relay_buf_peak;   /* the most it ever held */
   uint64_t relay_forwarded;  /* bytes forwarded for other ranks */
@@ -376,23 +376,6 @@ static inline uint64_t nx_spin_for_bytes(uint64_t n) {
  * the lane then, so 1 MiB ping-pong took 120 us instead of 114, medians of
  * 8; it comes by the ring now, when the ring has room.) */
 #define NX_LIGHT_PASSES 32
-static inline void nx_cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-/* The cache line at p, fetched for writing: one transfer from the core
- * that last wrote it instead of a read and then an upgrade. prefetchw (a
- * NOP on x86 CPUs without it; GCC emits it only with -mprfchw). */
-static inline void nx_prefetch_write(const void *p) {
-#if defined(__x86_64__) || defined(__i386__)
-  __asm__ __volatile__("prefetchw %0" : : "m"(*(const char *)p));
-#else
-  __builtin_prefetch(p, 1, 3);
-#endif
-}
 /* More ranks than CPUs: poll this long, yielding the CPU between looks. */
 #define NX_YIELD_NS 300000ull
 /* ... but a wait for a message (p2p.c recv_now, request.c) only once it
