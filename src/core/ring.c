@@ -25,6 +25,27 @@ static void get_bytes(const nx_ring *r, uint64_t at, void *dst, uint64_t n) {
   if (n > first) memcpy((uint8_t *)dst + first, r->data, (size_t)(n - first));
 }
 
+/* The lines the next record of the same size will take, fetched for
+ * writing now, while the caller goes on (to wait for a reply, typically):
+ * the consumer read them a lap ago, so each store of that record would
+ * otherwise wait for a transfer between cores, and the unlock that follows
+ * it (a locked instruction) for all of them. The first two lines are left
+ * alone: a waiting consumer polls them (runtime/shm.c), and taking them
+ * from it now would only move them twice. Where the next record starts is
+ * guessed as nx_ring_put will choose it for a consumer that keeps up.
+ * Harness ping-pong 1 KiB, n = 2, 20k round trips, alternating runs:
+ * 0.91-0.98 -> 0.84-0.89 us one-way (Open MPI's default 0.81-0.92); with
+ * the two cores sharing a cache 0.25-0.30 -> 0.24-0.26 (0.24-0.25). Not
+ * for small records (ring.h, NX_RING_PULL_MAX), whose lines the consumer
+ * fetches itself; above 4 KiB the hardware's prefetcher keeps up. */
+static void prefetch_next(const nx_ring *r, uint64_t need, uint64_t hot) {
+  if (need <= NX_RING_PULL_MAX || need > NX_RING_PREFETCH_MAX) return;
+  uint64_t o = r->pos & (r->cap - 1);
+  if (o >= hot) o = 0;
+  for (uint64_t x = (o + 128) & ~(uint64_t)63; x < o + need && x < r->cap; x += 64)
+    nx_prefetch_write(r->data + x);
+}
+
 int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iovec *iov,
                 size_t niov, uint64_t len) {
   uint64_t need = nx_ring_record(len);
@@ -69,6 +90,7 @@ int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iov
    * this store; consumers that count themselves waiters look again for
    * NX_RING_GRACE_NS before they sleep (ring.h). */
   atomic_store_explicit(&r->ctl->tail, r->pos, memory_order_release);
+  prefetch_next(r, need, hot);
   return 0;
 }
 

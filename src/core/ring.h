@@ -81,6 +81,15 @@ static inline uint64_t nx_ring_hot(uint64_t cap, uint64_t need) {
   uint64_t w = cap / NX_RING_HOT_DIV;
   return w > NX_RING_HOT_RECORDS * need ? w : NX_RING_HOT_RECORDS * need;
 }
+/* Who fetches a small record's lines ahead of time, so that its arrival
+ * costs one transfer between cores rather than two in a row. Up to
+ * NX_RING_PULL_MAX bytes, a waiting consumer prefetches the next record's
+ * lines while it polls (as many as the last record took; runtime/shm.c);
+ * up to NX_RING_PREFETCH_MAX, the producer fetches for writing all but the
+ * first two lines of its next record as soon as it published one (ring.c,
+ * prefetch_next), and the consumer polls those two. */
+#define NX_RING_PULL_MAX 512u
+#define NX_RING_PREFETCH_MAX 4096u
 /* Bytes a record of `len` payload bytes takes. */
 static inline uint64_t nx_ring_record(uint64_t len) {
   return NX_RING_PREFIX + ((NX_FRAME_HDR_LEN + len + 7u) & ~(uint64_t)7u);

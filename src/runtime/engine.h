@@ -570,9 +570,11 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
                            size_t niov, uint64_t len);
 /* The control block of p's ring to us (NULL: none): a waiter may look at it
  * without the lock (nx_ring_ready) while the endpoint lives. *next: where
- * the next record will start, for a waiter to prefetch (only a hint: it is
- * never read through, and may be stale once the lock is let go). */
-const struct nx_ring_ctl *nx_shm_rx_ctl_locked(const nx_peer *p, const uint8_t **next);
+ * the next record will start, and *pull how many of its bytes, for a
+ * waiter to prefetch (only a hint: it is never read through, and may be
+ * stale once the lock is let go). */
+const struct nx_ring_ctl *nx_shm_rx_ctl_locked(const nx_peer *p, const uint8_t **next,
+                                               uint32_t *pull);
 /* Every progress pass: drains the inbound rings (but skip's, if not NULL),
  * flushes the backlogs. */
 void nx_shm_poll_locked(nx_ep *ep, const nx_peer *skip);

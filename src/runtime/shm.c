@@ -91,6 +91,10 @@ struct nx_shm {
    * piece) last found no room, 0 if nothing waits: a sleeper wakes once
    * the head moves (nx_shm_sleep_begin) */
   _Atomic uint64_t room_at;
+  /* bytes of the next record a waiting receive prefetches while it polls
+   * (core/ring.h, NX_RING_PULL_MAX): as many as the last one it took, or
+   * the prefix and header, which the producer leaves to it; 0: not yet */
+  uint32_t rx_pull;
 };
 
 /* ------------------------------------------------- process-wide mappings */
@@ -541,10 +545,11 @@ static void bell_reset(nx_shm *s) {
     atomic_store(&s->rx.ctl->bell, 0);
 }
 
-const nx_ring_ctl *nx_shm_rx_ctl_locked(const nx_peer *p, const uint8_t **next) {
+const nx_ring_ctl *nx_shm_rx_ctl_locked(const nx_peer *p, const uint8_t **next, uint32_t *pull) {
   if (!p->shm || atomic_load(&p->shm->dead)) return NULL;
   const nx_ring *r = &p->shm->rx;
   *next = r->data + (r->pos & (r->cap - 1));
+  *pull = p->shm->rx_pull ? p->shm->rx_pull : NX_RING_PREFIX + NX_FRAME_HDR_LEN;
   return r->ctl;
 }
 
@@ -586,6 +591,7 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
     return key ? 3 : 2;
   }
   nx_iovs_copy_in(iov, niov, 0, v, nv);
+  s->rx_pull = adv <= NX_RING_PULL_MAX ? (uint32_t)adv : NX_RING_PREFIX + NX_FRAME_HDR_LEN;
   count_received(p, len);
   nx_ring_pop(&s->rx, adv);
   room_bell(ep, s);
