@@ -53,6 +53,7 @@ typedef struct nx_job {
   int no_seg;     /* the segment's own set-up (segcoll.c): the message path, no attempt */
   int seg;        /* how it takes the segment: nx_segcoll_eligible's answer (NX_SEG_*) */
   int seg_nowait; /* through the segment without waiting for the others (nx_segcoll_nowait) */
+  int seg_inline; /* contributions in the arrival's line (nx_segcoll_inline) */
   /* NX_SEG_CHUNKS of all_gather (reduce_scatter): bytes from one rank's
    * block to the next in recv (send), the whole call's block; 0 when they
    * are count * es apart */
@@ -221,5 +222,9 @@ void nx_segcoll_mark(nx_job *j);
  * root)? Then it returns once its data is out; the readers check its
  * signature on arrival, it checks theirs at its next collective. */
 int nx_segcoll_nowait(const nx_job *j);
+/* Does j, which takes the segment's buffers, publish every contribution in
+ * its arrival's cache line (runtime/cseg.h, NX_CSEG_INLINE)? Decided by the
+ * most any rank publishes, so alike on every rank. Pure. */
+int nx_segcoll_inline(const nx_job *j);
 
 #endif

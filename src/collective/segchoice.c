@@ -168,6 +168,10 @@ int nx_segcoll_eligible(const nx_job *j) {
   return !reduces || reads <= NX_CSEG_REDUCE_MAX ? NX_SEG_BUFFERS : NX_SEG_NONE;
 }
 
+int nx_segcoll_inline(const nx_job *j) {
+  return j->seg != NX_SEG_SINGLE && nx_segcoll_published(j, j->c->size, 1) <= NX_CSEG_INLINE;
+}
+
 int nx_segcoll_nowait(const nx_job *j) {
   /* A root that only writes, its readers' bits checked later (one each).
    * Not in chunks: a root still in its call would wait for a reader that

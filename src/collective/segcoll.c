@@ -745,8 +745,7 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
   nexar_client *c = j->c;
   segop o = {.j = j, .s = c->cseg, .seq = nx_coll_seq(j->k)};
   o.cma = j->seg == NX_SEG_SINGLE;
-  /* the most any rank publishes (a scatter's root), alike on every rank */
-  o.inl = !o.cma && nx_segcoll_published(j, c->size, 1) <= NX_CSEG_INLINE;
+  o.inl = j->seg_inline;
   o.sig = (nx_cseg_sig){.op = sig->op,
                         .dtype = sig->dtype,
                         .redop = sig->redop,

@@ -343,10 +343,8 @@ int nx_ep_start(nx_ep *ep, uint32_t rank, uint32_t world, const uint8_t cluster_
 int nx_ep_connect_mesh(nx_ep *ep, uint64_t deadline_ns);
 void nx_ep_ref(nx_ep *ep);
 void nx_ep_unref(nx_ep *ep); /* the last reference stops the thread and frees */
-/* Waits (up to collective_timeout_ms) until queued sends are out, same-host
- * reads and ring records are taken and, in a sparse world, relayed sends
- * are acknowledged and the others have closed (nx_relay_linger_locked).
- * Takes ep->mu. */
+/* Closing's wait for what this rank still owes its peers (engine.c says
+ * what). Takes ep->mu. */
 void nx_ep_drain(nx_ep *ep);
 uint16_t nx_ep_port(const nx_ep *ep);
 void nx_ep_wake(nx_ep *ep); /* under ep->mu */
