@@ -70,7 +70,7 @@ say "building libnexar in $NEXAR_BUILD"
 if [[ ! -f $NEXAR_BUILD/CMakeCache.txt ]]; then
   cmake -S "$ROOT" -B "$NEXAR_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 1
 fi
-cmake --build "$NEXAR_BUILD" -j"$(nproc)" --target nexar nexar-perf >/dev/null || exit 1
+cmake --build "$NEXAR_BUILD" -j"$(nproc)" --target nexar nexar-perf shm_floor >/dev/null || exit 1
 PERF=$NEXAR_BUILD/tools/nexar-perf
 
 # ---- the harness, in a scratch copy -----------------------------------------
@@ -112,6 +112,13 @@ rm -f "$CSV" "$MEM" "$FAIL" "$MCP"
 if make -s -C "$H" build/memcpy_bw >"$LOGS/build-memcpy.log" 2>&1; then
   say "memcpy bandwidth (one thread)"
   "$H/build/memcpy_bw" 0.6 >"$MCP" || rm -f "$MCP"
+fi
+# and libnexar's own large all_reduce scheme without the library (n = 2)
+FLOOR=$OUT/shm_floor.txt
+rm -f "$FLOOR"
+if [[ -x $NEXAR_BUILD/bench/shm_floor ]]; then
+  say "the two-rank all_reduce scheme without the library (bench/shm_floor.c)"
+  "$NEXAR_BUILD/bench/shm_floor" 64 >"$FLOOR" 2>&1 || rm -f "$FLOOR"
 fi
 ROOTARG=()
 [[ $(id -u) == 0 ]] && ROOTARG=(--allow-run-as-root)
@@ -225,6 +232,12 @@ if [[ -s $MCP ]]; then
     awk -F, -v lim="$lim" '$1 == "nexar/quic" && $3 == "allreduce" { if ($4 + 0 > big[$2] + 0) { big[$2] = $4; bw[$2] = $7 } }
       END { for (n in bw) if (bw[n] > 0) printf "| %s | %.3f | %s | %.2f |\n", n, bw[n], lim, lim / bw[n] }' \
       "$OUT/medians.csv" | sort -t'|' -k2 -n
+    if [[ -s $FLOOR ]]; then
+      echo
+      echo "The same scheme as libnexar's two-rank 64 MiB all_reduce without the library" \
+        "(each rank copies a 512 KiB chunk into shared memory, then adds the other's;" \
+        "bench/shm_floor.c): $(sed 's/^shm_floor: //' "$FLOOR")."
+    fi
   } >>"$OUT/ratio.md"
 fi
 say "done: $OUT/ratio.md $OUT/ratio.png"
