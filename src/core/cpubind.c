@@ -11,7 +11,8 @@
 #include "core/common.h"
 #include "core/config.h"
 
-static cpu_set_t unbound; /* the allowed set before the first binding */
+static cpu_set_t unbound;          /* the allowed set before the first binding */
+static _Thread_local int tl_alone; /* nx_cpu_bound_alone */
 static atomic_int claimed, have_unbound;
 
 void nx_cpu_share(uint32_t ncpu, uint32_t nlocal, uint32_t index, uint32_t *first,
@@ -60,7 +61,12 @@ int nx_cpu_bind_self(int mode, uint32_t nlocal, uint32_t index, int whole_world_
   }
   NX_DEBUG("NEXAR_CPU_BIND: local rank %u of %u bound to CPUs %u..%u of %u allowed", index, nlocal,
            first, first + count - 1, ncpu);
+  tl_alone = nlocal <= ncpu; /* shares are disjoint (nx_cpu_share) */
   return CPU_COUNT(&want);
+}
+
+int nx_cpu_bound_alone(void) {
+  return tl_alone;
 }
 
 /* This thread is SCHED_BATCH by nx_thread_batch's doing; whether it may

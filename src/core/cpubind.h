@@ -27,6 +27,11 @@ void nx_cpu_share(uint32_t ncpu, uint32_t nlocal, uint32_t index, uint32_t *firs
  * fails: a binding the kernel refuses is logged and skipped. */
 int nx_cpu_bind_self(int mode, uint32_t nlocal, uint32_t index, int whole_world_local);
 
+/* 1 if the calling thread was bound (nx_cpu_bind_self) to a share of the
+ * host's CPUs that no other local rank's share overlaps: no rank it waits
+ * for can be scheduled on its CPUs. */
+int nx_cpu_bound_alone(void);
+
 /* pthread_create for the library's threads: once a thread was bound, the
  * new one gets the CPUs from before that binding, whichever thread starts
  * it (attr may be NULL; a given attr gets that affinity set). */
