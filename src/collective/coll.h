@@ -222,9 +222,10 @@ void nx_segcoll_mark(nx_job *j);
  * root)? Then it returns once its data is out; the readers check its
  * signature on arrival, it checks theirs at its next collective. */
 int nx_segcoll_nowait(const nx_job *j);
-/* Does j, which takes the segment's buffers, publish every contribution in
- * its arrival's cache line (runtime/cseg.h, NX_CSEG_INLINE)? Decided by the
- * most any rank publishes, so alike on every rank. Pure. */
+/* Does j publish every contribution in its arrival's cache line
+ * (runtime/cseg.h, NX_CSEG_INLINE)? Only through the buffers (NX_SEG_BUFFERS:
+ * the other paths never read it); decided by the most any rank publishes,
+ * so alike on every rank. Pure. */
 int nx_segcoll_inline(const nx_job *j);
 
 #endif

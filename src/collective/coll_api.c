@@ -326,7 +326,7 @@ static int coll_call(nx_job *j, int nb, nexar_request **req) {
   /* the segment's collectives run on this thread, from j: no run, no request */
   j->seg = !nb && !vrc && !j->no_seg ? nx_segcoll_eligible(j) : NX_SEG_NONE;
   int seg = j->seg != NX_SEG_NONE;
-  j->seg_inline = seg && nx_segcoll_inline(j);
+  j->seg_inline = nx_segcoll_inline(j);
   if (seg && nx_segcoll_nowait(j)) {
     j->seg_nowait = 1;
     nx_coll_mark_seg_nowait(j->c, j->c->next_seq); /* this thread alone moves it */

@@ -169,7 +169,7 @@ int nx_segcoll_eligible(const nx_job *j) {
 }
 
 int nx_segcoll_inline(const nx_job *j) {
-  return j->seg != NX_SEG_SINGLE && nx_segcoll_published(j, j->c->size, 1) <= NX_CSEG_INLINE;
+  return j->seg == NX_SEG_BUFFERS && nx_segcoll_published(j, j->c->size, 1) <= NX_CSEG_INLINE;
 }
 
 int nx_segcoll_nowait(const nx_job *j) {

@@ -29,6 +29,7 @@ void nx_cpu_share(uint32_t ncpu, uint32_t nlocal, uint32_t index, uint32_t *firs
 }
 
 int nx_cpu_bind_self(int mode, uint32_t nlocal, uint32_t index, int whole_world_local) {
+  tl_alone = 0; /* an earlier world's binding says nothing of this one's ranks */
   if (mode == NX_BIND_NONE || nlocal == 0) return 0;
   cpu_set_t now;
   if (sched_getaffinity(0, sizeof now, &now)) return 0;

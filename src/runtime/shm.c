@@ -92,8 +92,9 @@ struct nx_shm {
    * the head moves (nx_shm_sleep_begin) */
   _Atomic uint64_t room_at;
   /* bytes of the next record a waiting receive prefetches while it polls
-   * (core/ring.h, NX_RING_PULL_MAX): as many as the last one it took, or
-   * the prefix and header, which the producer leaves to it; 0: not yet */
+   * (core/ring.h, NX_RING_PULL_MAX): as many as the last one it took if it
+   * was small; 0: the prefix and header only (nx_shm_rx_ctl_locked), which
+   * the producer leaves to it */
   uint32_t rx_pull;
 };
 
@@ -591,7 +592,7 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
     return key ? 3 : 2;
   }
   nx_iovs_copy_in(iov, niov, 0, v, nv);
-  s->rx_pull = adv <= NX_RING_PULL_MAX ? (uint32_t)adv : NX_RING_PREFIX + NX_FRAME_HDR_LEN;
+  s->rx_pull = adv <= NX_RING_PULL_MAX ? (uint32_t)adv : 0;
   count_received(p, len);
   nx_ring_pop(&s->rx, adv);
   room_bell(ep, s);
