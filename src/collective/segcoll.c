@@ -194,8 +194,9 @@ static uint8_t *pbuf(const segop *o, uint32_t r) {
  * o's bytes before it sleeps: a wake-up costs more than the rest. What
  * only a wait needs (that time, the timeout, the name for its errors) is
  * found once pred is not true at once: most small collectives never
- * wait. */
-static int wait_on(segop *o, int (*pred)(void *arg, uint32_t *who), const char *step) {
+ * wait. Its looks are gap_ns apart at least while it spins. */
+static int wait_gap(segop *o, int (*pred)(void *arg, uint32_t *who), uint64_t gap_ns,
+                    const char *step) {
   uint32_t who = 0;
   int rc = pred(o, &who);
   if (rc) return rc < 0 ? rc : 0;
@@ -204,9 +205,10 @@ static int wait_on(segop *o, int (*pred)(void *arg, uint32_t *who), const char *
     o->extra_ns = nx_spin_for_bytes(NX_MIN(nx_segcoll_published(j, o->s->n, 1), o->s->slot));
     o->extra_set = 1;
   }
-  return nx_cseg_wait(o->s, j->k, pred, o, o->extra_ns, nx_coll_timeout_ms(j->k), nx_job_name(j),
-                      step);
+  return nx_cseg_wait(o->s, j->k, pred, o, o->extra_ns, gap_ns, nx_coll_timeout_ms(j->k),
+                      nx_job_name(j), step);
 }
+#define wait_on(o, pred, step) wait_gap(o, pred, 0, step)
 
 static int mismatch(const segop *o, uint64_t k, const nx_cseg_sig *ours, uint32_t r,
                     const nx_cseg_sig *theirs) {
@@ -415,7 +417,9 @@ static int run_bcast(segop *o) {
   nx_cseg *s = o->s;
   size_t blk = j->count * j->es;
   if (s->me == j->root) {
-    int rc = wait_on(o, bring_free, "it to begin a later collective");
+    /* the ring is full: each look at a reader's entered takes that line from
+     * the reader, whose next store to it then waits for it to come back */
+    int rc = wait_gap(o, bring_free, NX_CSEG_BGAP_NS, "it to begin a later collective");
     if (rc) return rc;
     nx_cseg_bpublish(s, o->seq, &o->sig, j->buf, blk);
     push_pending(s, o->seq, &nx_cseg_bentry(s, s->me, o->seq)->ack);

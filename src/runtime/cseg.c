@@ -269,17 +269,22 @@ void nx_cseg_bpublish(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig, const vo
 /* -------------------------------------------------------------- waiting */
 
 int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), void *arg,
-                 uint64_t extra_ns, uint32_t timeout_ms, const char *what, const char *step) {
+                 uint64_t extra_ns, uint64_t gap_ns, uint32_t timeout_ms, const char *what,
+                 const char *step) {
   uint32_t who = 0;
   int rc = pred(arg, &who);
   if (rc) return rc < 0 ? rc : 0;
   nx_ep *ep = nx_coll_client(k)->ep;
   int yield;
   uint64_t spin_ns = nx_ep_spin_ns(ep, &yield) + extra_ns, spin_until = 0, deadline = 0;
+  if (yield) gap_ns = 0; /* the yields space the looks */
   for (uint32_t pass = 1;; pass++) {
     int spin = 1;
-    if ((pass & 63) == 0) { /* the clock from here: most waits end sooner */
-      uint64_t now = nx_now_ns();
+    uint64_t now = 0;
+    /* the clock from here (at every pass where passes are gap_ns long):
+     * most waits end sooner */
+    if ((pass & 63) == 0 || gap_ns) {
+      now = nx_now_ns();
       if (!spin_until) {
         spin_until = now + spin_ns;
         deadline = timeout_ms ? now + (uint64_t)timeout_ms * 1000000ull : UINT64_MAX;
@@ -299,13 +304,15 @@ int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), 
        * the ranks are bound apart (core/cpubind.h): that cannot happen,
        * and a wait that ends during the call ends a system call late
        * (about 1 us on this paravirtualised guest). */
-      if (spin && !yield && !nx_cpu_bound_alone()) sched_yield();
+      if (spin && !yield && (pass & 63) == 0 && !nx_cpu_bound_alone()) sched_yield();
     }
     if (spin) {
       if (yield)
         sched_yield();
       else
-        nx_cpu_relax();
+        do
+          nx_cpu_relax();
+        while (gap_ns && nx_now_ns() - now < gap_ns);
     } else { /* sleep on the doorbell of the rank we wait for (1 ms at most) */
       nx_cseg_ctl *w = &s->ctl[who < s->n ? who : 0];
       atomic_fetch_add(&w->sleepers, 1); /* seq_cst: before pred's loads */

@@ -135,6 +135,14 @@ typedef struct nx_cseg_sig {
  * n = 8 on 2 cores, a broadcast of 8 B costs about a context switch per
  * NX_CSEG_BDEPTH / n calls instead of one per call. */
 #define NX_CSEG_BDEPTH 128u
+/* A root whose ring is full looks at its readers' entered words this far
+ * apart: a reader stores its own at every call, and each look takes the
+ * line from it, so that its next store waits for the line to come back.
+ * 2 us leaves a reader most of a ring of work at 60 ns per broadcast.
+ * Harness broadcast 8 B n = 2, 6 alternating runs, medians, looks a pause
+ * (18 ns here) apart -> 64 and 128 pauses apart: 0.110-0.123 -> 0.098-0.101
+ * us per call. */
+#define NX_CSEG_BGAP_NS 2000u
 /* Up to this many ranks, a segment's broadcast entries are mapped in at
  * set-up (cseg.c, populate): 1.2 KiB x NX_CSEG_BDEPTH per rank, 2.4 MiB at
  * 16 ranks. */
@@ -310,12 +318,16 @@ int nx_cseg_bentry_state(uint64_t held, uint64_t arrive, uint64_t msg, uint64_t 
 /* Waits until pred(arg, &who) returns non-zero (1 ready, < 0 an error that
  * ends the wait), driving the engine like a request wait, for collective k.
  * who: the rank pred waits for (to sleep on its doorbell). It polls the
- * engine's spin plus extra_ns before it sleeps. Returns 0, pred's
+ * engine's spin plus extra_ns before it sleeps; while it spins, its looks
+ * are gap_ns apart at least (0: a pause apart), so that a waiter for a rank
+ * that stores the word it reads at every call does not take that word's
+ * line from it at every call. Returns 0, pred's
  * error, k's failure (peer lost, aborted, a mismatch seen by a peer), or
  * TIMEOUT after timeout_ms, naming what (the operation) and step (what it
  * waited for). */
 struct nx_coll;
 int nx_cseg_wait(nx_cseg *s, struct nx_coll *k, int (*pred)(void *arg, uint32_t *who), void *arg,
-                 uint64_t extra_ns, uint32_t timeout_ms, const char *what, const char *step);
+                 uint64_t extra_ns, uint64_t gap_ns, uint32_t timeout_ms, const char *what,
+                 const char *step);
 
 #endif
