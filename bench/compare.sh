@@ -117,8 +117,9 @@ fi
 FLOOR=$OUT/shm_floor.txt
 rm -f "$FLOOR"
 if [[ -x $NEXAR_BUILD/bench/shm_floor ]]; then
-  say "the two-rank all_reduce scheme without the library (bench/shm_floor.c)"
-  "$NEXAR_BUILD/bench/shm_floor" 64 >"$FLOOR" 2>&1 || rm -f "$FLOOR"
+  say "the two-rank all_reduce scheme, and the data's exchange alone, without the library (bench/shm_floor.c)"
+  { "$NEXAR_BUILD/bench/shm_floor" 64 512 15 allreduce &&
+    "$NEXAR_BUILD/bench/shm_floor" 64 512 15 exchange; } >"$FLOOR" 2>&1 || rm -f "$FLOOR"
 fi
 ROOTARG=()
 [[ $(id -u) == 0 ]] && ROOTARG=(--allow-run-as-root)
@@ -236,7 +237,12 @@ if [[ -s $MCP ]]; then
       echo
       echo "The same scheme as libnexar's two-rank 64 MiB all_reduce without the library" \
         "(each rank copies a 512 KiB chunk into shared memory, then adds the other's;" \
-        "bench/shm_floor.c): $(sed 's/^shm_floor: //' "$FLOOR")."
+        "bench/shm_floor.c): $(sed -n 's/^shm_floor allreduce: //p' "$FLOOR")."
+      echo
+      echo "The two vectors only exchanged through shared memory the same way, each" \
+        "chunk copied over the other's instead of added (a bound on any scheme that moves" \
+        "the data through shared memory: each rank must receive 64 MiB):" \
+        "$(sed -n 's/^shm_floor exchange: //p' "$FLOOR")."
     fi
   } >>"$OUT/ratio.md"
 fi

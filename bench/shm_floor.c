@@ -15,7 +15,15 @@
  * (SIZE / time at n = 2), the figure bench/compare.sh sets beside
  * libnexar's.
  *
- *   shm_floor [SIZE_MIB=64] [CHUNK_KIB=512] [ITERS=15]
+ * With MODE "exchange" each process copies the other's chunk over its own
+ * instead of adding it: the two vectors only trade places. Any scheme that
+ * moves the data through shared memory must carry SIZE bytes each way
+ * between the two cores (a rank's result depends on every byte of the
+ * other's vector), so this time bounds every such all_reduce, whatever
+ * its order of copies and adds. After ITERS swaps each process must hold
+ * the vector it began with (ITERS even) or the other's, which it checks.
+ *
+ *   shm_floor [SIZE_MIB=64] [CHUNK_KIB=512] [ITERS=15] [MODE=allreduce|exchange]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -76,12 +84,17 @@ static void wait_for(_Atomic uint64_t *w, uint64_t v) {
   }
 }
 
-static int run(int me, flags *f, uint8_t *seg, size_t size, size_t chunk, int iters, int out) {
+static float initial(size_t i, int who) {
+  return (float)((i * 7 + (size_t)who * 3) % 1024) * 0.25f;
+}
+
+static int run(int me, flags *f, uint8_t *seg, size_t size, size_t chunk, int iters, int swap,
+               int out) {
   float *a = aligned_alloc(4096, size);
   if (!a) return 1;
   size_t n = size / sizeof(float), per = chunk / sizeof(float), nch = n / per;
   for (size_t i = 0; i < n; i++)
-    a[i] = (float)((i * 7 + (size_t)me * 3) % 1024) * 0.25f;
+    a[i] = initial(i, me);
   uint8_t *mine = seg + (size_t)me * SLOTS * chunk,
           *theirs = seg + (size_t)(me ^ 1) * SLOTS * chunk;
   flags *my = &f[me], *other = &f[me ^ 1];
@@ -98,7 +111,10 @@ static int run(int me, flags *f, uint8_t *seg, size_t size, size_t chunk, int it
       memcpy(mine + slot, a + c * per, chunk);
       atomic_store_explicit(&my->pub, k + 1, memory_order_release);
       wait_for(&other->pub, k + 1);
-      add(a + c * per, (const float *)(theirs + slot), per);
+      if (swap)
+        memcpy(a + c * per, theirs + slot, chunk);
+      else
+        add(a + c * per, (const float *)(theirs + slot), per);
       atomic_store_explicit(&my->read, k + 1, memory_order_release);
     }
     ts[it] = now() - t0;
@@ -106,17 +122,26 @@ static int run(int me, flags *f, uint8_t *seg, size_t size, size_t chunk, int it
   qsort(ts, (size_t)iters, sizeof *ts, by_time);
   double med = ts[iters / 2], best = ts[0];
   free(ts);
-  /* the same bits on both sides: our checksum to the other through a pipe */
+  /* all_reduce: the same bits on both sides, our checksum to the other
+   * through a pipe; exchange: the vector of whoever ITERS swaps left here */
   uint64_t sum = 0;
+  int holder = me ^ (iters & 1);
   for (size_t i = 0; i < n; i++) {
     uint32_t b;
     memcpy(&b, &a[i], sizeof b);
     sum = sum * 31 + b;
+    if (swap && a[i] != initial(i, holder)) {
+      fprintf(stderr, "shm_floor: process %d holds a wrong value at %zu after %d swaps\n", me, i,
+              iters);
+      return 1;
+    }
   }
+  if (swap) sum = 1; /* checked here, each its own */
   if (me == 0) {
-    printf("shm_floor: %zu MiB, chunks of %zu KiB, %d runs: median %.3f ms (best %.3f), %.3f GB/s "
-           "bus bandwidth\n",
-           size >> 20, chunk >> 10, iters, med * 1e3, best * 1e3, (double)size / med / 1e9);
+    printf("shm_floor %s: %zu MiB, chunks of %zu KiB, %d runs: median %.3f ms (best %.3f), %.3f "
+           "GB/s bus bandwidth\n",
+           swap ? "exchange" : "allreduce", size >> 20, chunk >> 10, iters, med * 1e3, best * 1e3,
+           (double)size / med / 1e9);
     fflush(stdout);
   }
   if (write(out, &sum, sizeof sum) != (ssize_t)sizeof sum) return 1;
@@ -128,9 +153,11 @@ int main(int argc, char **argv) {
   size_t size = (size_t)(argc > 1 ? atoi(argv[1]) : 64) << 20;
   size_t chunk = (size_t)(argc > 2 ? atoi(argv[2]) : 512) << 10;
   int iters = argc > 3 ? atoi(argv[3]) : 15;
-  if (!size || !chunk || chunk % 64 || size % chunk || iters < 1) {
+  int swap = argc > 4 && !strcmp(argv[4], "exchange");
+  if (!size || !chunk || chunk % 64 || size % chunk || iters < 1 ||
+      (argc > 4 && !swap && strcmp(argv[4], "allreduce"))) {
     fprintf(stderr, "usage: shm_floor [SIZE_MIB] [CHUNK_KIB, a multiple of 64 B dividing SIZE] "
-                    "[ITERS]\n");
+                    "[ITERS] [allreduce|exchange]\n");
     return 2;
   }
   flags *f =
@@ -150,7 +177,7 @@ int main(int argc, char **argv) {
       perror("shm_floor: fork");
       return 1;
     }
-    if (kid[me] == 0) _exit(run(me, f, seg, size, chunk, iters, fd[1]));
+    if (kid[me] == 0) _exit(run(me, f, seg, size, chunk, iters, swap, fd[1]));
   }
   int bad = 0;
   for (int me = 0; me < 2; me++) {
