@@ -380,12 +380,11 @@ static int seg_chunks(nx_job *j, const nx_coll_sig *sig) {
   return 0;
 }
 
-static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, int nb,
+static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sig, int vrc, int nb,
                      nexar_request **req) {
-  nx_coll_sig sig = *sigp;
   nx_job *at = run ? run : j; /* a refused call still takes its place */
-  int rc = !run && !vrc && j->seg != NX_SEG_NONE ? nx_coll_begin_seg(j->c, &sig, &at->k)
-                                                 : nx_coll_begin(j->c, &sig, &at->k);
+  int rc = !run && !vrc && j->seg != NX_SEG_NONE ? nx_coll_begin_seg(j->c, sig, &at->k)
+                                                 : nx_coll_begin(j->c, sig, &at->k);
   if (rc) {
     if (run) nx_run_discard(run);
     return rc;
@@ -403,8 +402,8 @@ static int coll_post(nx_job *j, nx_job *run, const nx_coll_sig *sigp, int vrc, i
     return vrc;
   }
   if (!run) /* a valid call without a run: coll_call chose the segment */
-    return at->seg == NX_SEG_CHUNKS ? seg_chunks(at, &sig)
-                                    : nx_run_end_now(at, nx_segcoll_run(at, &sig));
+    return at->seg == NX_SEG_CHUNKS ? seg_chunks(at, sig)
+                                    : nx_run_end_now(at, nx_segcoll_run(at, sig));
   nx_algo_params_from_config(&at->params, nx_coll_config(at->k));
   at->params.topology = nx_coll_graph(at->k, &at->params.degree);
   nx_segcoll_mark(at);
