@@ -222,8 +222,8 @@ static int arrived(void *arg, uint32_t *who) {
     }
     if (st < 0) return impossible(o, r);
     if (st == 2) return other_path(o, r, "");
-    if (!nx_cseg_sig_same(&w->arr[p].sig, &o->sig))
-      return mismatch(o, o->seq, &o->sig, r, &w->arr[p].sig);
+    nx_cseg_sig theirs = w->arr[p].sig;
+    if (memcmp(&theirs, &o->sig, sizeof theirs)) return mismatch(o, o->seq, &o->sig, r, &theirs);
   }
   /* Each stored entered = seq + 1 before its arrival: the next collective's
    * step 1 (drained) needs no look at their entered words, whose line would
@@ -290,7 +290,8 @@ static int bring_ready(void *arg, uint32_t *who) {
     held = atomic_load_explicit(&e->seq, memory_order_acquire);
     if (held != o->seq + 1) return bring_state(o, root, held, e0, who);
   }
-  return nx_cseg_sig_same(&e->sig, &o->sig) ? 1 : mismatch(o, o->seq, &o->sig, root, &e->sig);
+  nx_cseg_sig theirs = e->sig;
+  return memcmp(&theirs, &o->sig, sizeof theirs) ? mismatch(o, o->seq, &o->sig, root, &theirs) : 1;
 }
 
 /* The root's entries after seq - 1 that its readers are known to have left

@@ -360,7 +360,7 @@ int nx_coll_begin(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   }
   k->c = c;
   k->ac.seq = seq;
-  nx_coll_sig_copy(&k->ac.sig, sig);
+  k->ac.sig = *sig;
   k->clean = register_locked(c, k);
   pthread_mutex_unlock(&ep->mu);
   /* Segment ranks may reuse what we read. After the unlock: that locked
@@ -391,7 +391,7 @@ int nx_coll_begin_seg(nexar_client *c, const nx_coll_sig *sig, nx_coll **out) {
   k->watch = NULL;
   k->watch_arg = NULL;
   k->ac.seq = seq;
-  nx_coll_sig_copy(&k->ac.sig, sig);
+  k->ac.sig = *sig;
   k->ac.k = k;
   k->ac.next = NULL;
   atomic_store_explicit(&k->ac.failed_rc, 0, memory_order_relaxed);

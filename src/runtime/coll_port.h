@@ -50,21 +50,6 @@ typedef struct nx_coll_sig {
                      the variable-count collectives) */
 } nx_coll_sig;
 
-/* *d = *s field by field. Signatures are built field by field, and one
- * 16-byte load of what narrower stores just wrote cannot take its bytes
- * from them (store-to-load forwarding): it waits until every older store
- * has reached the cache, which a store to a line that another core polls
- * delays by a transfer between cores (perf, 8-byte broadcast n = 2: 11% of
- * the root's samples on such a load in nx_coll_begin_seg). */
-static inline void nx_coll_sig_copy(nx_coll_sig *d, const nx_coll_sig *s) {
-  /* volatile: the compiler would merge the byte loads into wider ones */
-  d->op = *(const volatile uint8_t *)&s->op;
-  d->dtype = *(const volatile uint8_t *)&s->dtype;
-  d->redop = *(const volatile uint8_t *)&s->redop;
-  d->root = s->root;
-  d->count = s->count;
-}
-
 typedef struct nx_coll nx_coll;
 typedef struct nx_creq nx_creq;
 

@@ -200,7 +200,7 @@ void nx_cseg_arrive(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig) {
   /* readers of seq - 4 set their bits before they began seq - 3, which we
    * waited for (step 1) */
   atomic_store_explicit(&me->ack[seq % NX_CSEG_RING], 0, memory_order_relaxed);
-  nx_cseg_sig_copy(&me->arr[seq % NX_CSEG_RING].sig, sig);
+  me->arr[seq % NX_CSEG_RING].sig = *sig;
   s->last_arrive[seq & 1] = seq + 1;
   announce(&me->arr[seq % NX_CSEG_RING].arrive, seq + 1);
   bell(me);
@@ -259,7 +259,7 @@ void nx_cseg_bpublish(nx_cseg *s, uint64_t seq, const nx_cseg_sig *sig, const vo
                       size_t len) {
   nx_cseg_bent *e = nx_cseg_bentry(s, s->me, seq);
   atomic_store_explicit(&e->ack, 0, memory_order_relaxed);
-  nx_cseg_sig_copy(&e->sig, sig);
+  e->sig = *sig;
   if (len) memcpy(e->data, data, len);
   s->bheld[seq % NX_CSEG_BDEPTH] = seq + 1;
   announce(&e->seq, seq + 1);

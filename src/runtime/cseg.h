@@ -125,24 +125,6 @@ typedef struct nx_cseg_sig {
   uint64_t count;
 } nx_cseg_sig;
 
-/* *d = *s field by field (nx_coll_sig_copy, coll_port.h, says why). */
-static inline void nx_cseg_sig_copy(nx_cseg_sig *d, const nx_cseg_sig *s) {
-  /* volatile: the compiler would merge the byte loads into wider ones */
-  d->op = *(const volatile uint8_t *)&s->op;
-  d->dtype = *(const volatile uint8_t *)&s->dtype;
-  d->redop = *(const volatile uint8_t *)&s->redop;
-  d->root = s->root;
-  d->count = s->count;
-}
-
-/* a and b the same signature, compared field by field (as copied). */
-static inline int nx_cseg_sig_same(const nx_cseg_sig *a, const nx_cseg_sig *b) {
-  return *(const volatile uint8_t *)&a->op == *(const volatile uint8_t *)&b->op &&
-         *(const volatile uint8_t *)&a->dtype == *(const volatile uint8_t *)&b->dtype &&
-         *(const volatile uint8_t *)&a->redop == *(const volatile uint8_t *)&b->redop &&
-         a->root == b->root && a->count == b->count;
-}
-
 /* Arrivals, signatures and acks are kept for four sequences (k & 3), data
  * for two (k & 1). */
 #define NX_CSEG_RING 4u
