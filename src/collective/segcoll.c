@@ -82,7 +82,9 @@ static int wait_gap(segop *o, int (*pred)(void *arg, uint32_t *who), uint64_t ga
   return nx_cseg_wait(o->s, j->k, pred, o, o->extra_ns, gap_ns, nx_coll_timeout_ms(j->k),
                       nx_job_name(j), step);
 }
-#define wait_on(o, pred, step) wait_gap(o, pred, 0, step)
+static int wait_on(segop *o, int (*pred)(void *arg, uint32_t *who), const char *step) {
+  return wait_gap(o, pred, 0, step);
+}
 
 static int mismatch(const segop *o, uint64_t k, const nx_cseg_sig *ours, uint32_t r,
                     const nx_cseg_sig *theirs) {
