@@ -35,8 +35,7 @@ int nx_cpu_bind_self(int mode, uint32_t nlocal, uint32_t index, int whole_world_
   if (sched_getaffinity(0, sizeof now, &now)) return 0;
   uint32_t ncpu = (uint32_t)CPU_COUNT(&now);
   long online = sysconf(_SC_NPROCESSORS_ONLN);
-  if (mode == NX_BIND_AUTO && (!whole_world_local || nlocal > ncpu || (long)ncpu != online))
-    return 0;
+  if (mode == NX_BIND_AUTO && (!whole_world_local || (long)ncpu != online)) return 0;
   uint32_t first, count;
   nx_cpu_share(ncpu, nlocal, index, &first, &count);
   cpu_set_t want;

@@ -1,8 +1,8 @@
 /* NEXAR_CPU_BIND (core/cpubind): the share arithmetic, and binding the
  * calling thread: none and auto's refusals leave it alone, core binds it to
  * its share, a thread the library starts from it (nx_thread_create, with and
- * without an attr) gets the whole set back, and auto respects a binding
- * already made. */
+ * without an attr) gets the whole set back, auto respects a binding already
+ * made, and binds one CPU each, wrapping, when ranks outnumber CPUs. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -53,8 +53,6 @@ int main(void) {
   CHECK(nx_cpu_bind_self(NX_BIND_NONE, 1, 0, 1) == 0 && count_self(NULL) == ncpu, "none");
   CHECK(nx_cpu_bind_self(NX_BIND_AUTO, 2, 0, 0) == 0 && count_self(NULL) == ncpu,
         "auto: ranks on other hosts");
-  CHECK(nx_cpu_bind_self(NX_BIND_AUTO, (uint32_t)ncpu + 1, 0, 1) == 0 && count_self(NULL) == ncpu,
-        "auto: more ranks than CPUs");
   if (ncpu < 2 || ncpu != online) {
     printf("cpubind_test: share arithmetic passed; binding not tried (%d CPUs allowed, %ld "
            "online)\n",
@@ -87,7 +85,18 @@ int main(void) {
   CHECK(pthread_setaffinity_np(pthread_self(), sizeof all, &all) == 0 && count_self(NULL) == ncpu,
         "unbound again");
   /* auto on an unrestricted thread binds like core */
-  CHECK(nx_cpu_bind_self(NX_BIND_AUTO, 2, 0, 1) == ncpu / 2, "auto: bound");
+  CHECK(nx_cpu_bind_self(NX_BIND_AUTO, 2, 0, 1) == ncpu / 2 && nx_cpu_bound_alone(), "auto: bound");
+  /* more ranks than CPUs: auto binds too, one CPU each, wrapping (rank
+   * ncpu gets the first), and the shares overlap */
+  CHECK(pthread_setaffinity_np(pthread_self(), sizeof all, &all) == 0, "unbound once more");
+  CHECK(nx_cpu_bind_self(NX_BIND_AUTO, (uint32_t)ncpu + 1, (uint32_t)ncpu, 1) == 1 &&
+            count_self(&now) == 1 && !nx_cpu_bound_alone(),
+        "auto: more ranks than CPUs, one CPU");
+  int first = -1;
+  for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+    if (CPU_ISSET(c, &all)) first = c;
+  CHECK(CPU_ISSET(first, &now), "auto: rank %d of %d wraps to the first allowed CPU", ncpu,
+        ncpu + 1);
   printf("cpubind_test: all passed\n");
   return 0;
 }
