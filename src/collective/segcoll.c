@@ -53,8 +53,7 @@ typedef struct segop {
  * seq another way only at every NX_CSEG_PAST_EVERY-th look: that reads its
  * entered and msg words, whose line it stores at every call, and each read
  * takes the line from it, so that its next store waits for it to come back
- * (an 8-byte broadcast's root while its reader waits on it: nexar_broadcast
- * measured 15% of the root's samples at that store). */
+ * (harness all_reduce 8 B n = 2, 8 alternating runs: 0.400 -> 0.381 us). */
 static int look_past(segop *o) {
   return (++o->looks % NX_CSEG_PAST_EVERY) == 0;
 }
