@@ -633,6 +633,13 @@ static void publish(const segop *o, const void *src, size_t pub) {
 
 static int run(nx_job *j, const nx_coll_sig *sig);
 
+/* Bytes of its buffer a streamed collective's writer uses: its pieces, up
+ * to the ring (run_stream). */
+static size_t stream_bytes(const nx_cseg *s, const nx_job *j) {
+  size_t blk = j->count * j->es, piece = NX_CSEG_PIECE;
+  return NX_MIN((blk + piece - 1) / piece * piece, s->slot / piece * piece);
+}
+
 int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
   int rc = run(j, sig);
   /* A failed call is what this rank reports, whatever a check still due
@@ -656,6 +663,9 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
   int rc = nx_coll_failed(j->k);
   if (rc) return rc;
   if (j->seg == NX_SEG_BCAST) return run_bcast(&o);
+  if (!o.cma && !o.inl) /* (most: what the widest rank writes, which we read) */
+    nx_cseg_back(o.s, j->seg == NX_SEG_STREAM ? stream_bytes(o.s, j)
+                                              : nx_segcoll_published(j, c->size, 1));
   rc = wait_on(&o, drained, "it to begin the next collective");
   if (rc) return rc; /* not arrived: nobody waits for what we would have written */
   if (j->seg == NX_SEG_STREAM) return run_stream(&o);

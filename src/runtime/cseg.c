@@ -63,6 +63,18 @@ static void populate(void *base, size_t off, size_t end) {
     (void)*q;
 }
 
+void nx_cseg_back(nx_cseg *s, size_t bytes) {
+  if (bytes <= s->backed || bytes <= NX_CSEG_BACK_MIN) return;
+  size_t want = NX_MIN(s->slot, NX_MAX(bytes, 2 * s->backed));
+  if (want == s->slot && !s->backed) { /* the whole of them, in one call */
+    populate(s->data, 0, (size_t)s->n * 2 * s->slot);
+  } else {
+    for (size_t b = 0; b < (size_t)s->n * 2; b++)
+      populate(s->data, b * s->slot + s->backed, b * s->slot + want);
+  }
+  s->backed = want;
+}
+
 static nx_cseg *wrap(void *base, uint32_t n, uint32_t me, uint64_t attempt) {
   nx_cseg *s = nx_calloc(1, sizeof *s);
   if (!s) return NULL;
