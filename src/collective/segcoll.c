@@ -245,14 +245,22 @@ static int drained(void *arg, uint32_t *who) {
   return s->npend && o->seq >= back ? check_pending(o, o->seq - back, who) : 1;
 }
 
-/* Small broadcast, root: our entry of seq is free once every reader began
- * the broadcast after the one it holds; what we left unchecked there (and
+/* Small broadcast, root: what the others' entered must reach before our
+ * entry of k is free (they began the broadcast after the one it holds), or
+ * 0 if it is free as last seen (s->min_entered; no look). */
+static uint64_t bent_need(const nx_cseg *s, uint64_t k) {
+  uint64_t held = s->bheld[k % NX_CSEG_BDEPTH];
+  return held && s->min_entered < held + 1 ? held + 1 : 0;
+}
+
+/* Small broadcast, root: our entry of seq is free (bent_need, looking at
+ * the readers' words if need be); what we left unchecked there (and
  * before) is checked first. */
 static int bring_free(void *arg, uint32_t *who) {
   segop *o = arg;
   nx_cseg *s = o->s;
-  uint64_t held = s->bheld[o->seq % NX_CSEG_BDEPTH];
-  if (held && !others_began(s, held + 1, who)) return 0;
+  uint64_t need = bent_need(s, o->seq);
+  if (need && !others_began(s, need, who)) return 0;
   return s->npend && o->seq >= NX_CSEG_BDEPTH ? check_pending(o, o->seq - NX_CSEG_BDEPTH, who) : 1;
 }
 
@@ -296,17 +304,14 @@ static int bring_ready(void *arg, uint32_t *who) {
 }
 
 /* The root's entries after seq - 1 that its readers are known to have left
- * (as last seen, no look), up to NX_CSEG_BPREFETCH: fetched for writing.
+ * (bent_need), up to NX_CSEG_BPREFETCH: fetched for writing.
  * Each line's readers set their bit in it a ring ago, so that the stores of
  * the root's next calls would each wait for it to come back; one that a
  * reader may still read is left alone, or the fetch would take it from
  * that reader first. */
 static void prefetch_free(nx_cseg *s, uint64_t seq) {
-  for (uint64_t k = seq; k < seq + NX_CSEG_BPREFETCH; k++) {
-    uint64_t held = s->bheld[k % NX_CSEG_BDEPTH];
-    if (held && s->min_entered < held + 1) return;
+  for (uint64_t k = seq; k < seq + NX_CSEG_BPREFETCH && !bent_need(s, k); k++)
     nx_prefetch_write(nx_cseg_bentry(s, s->me, k));
-  }
 }
 
 static int run_bcast(segop *o) {
