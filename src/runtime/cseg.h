@@ -97,9 +97,15 @@ static inline size_t nx_cseg_slot(uint32_t n) {
 #define NX_CSEG_REDUCE_MAX (8u << 20)
 /* Reductions above that run as consecutive segment collectives of a chunk
  * each (collective/segcoll.c) up to this many ranks. Measured on 2 cores:
- * at n = 4, 2-32 MiB all_reduce 1.1-1.8x faster than the ring; at n = 8 as
- * fast or slower (every rank reads every rank's chunk). */
-#define NX_CSEG_CHUNK_RANKS 4u
+ * at n = 4, 2-32 MiB all_reduce 1.1-1.8x faster than the ring. At n = 8 it
+ * measured as fast or slower while chunks were whole buffers and waits did
+ * not yet poll for the bytes they wait for; now (harness, 2 alternating
+ * runs, the message path's ring -> chunks) n = 8 all_reduce 1 MiB 2.0 ->
+ * 1.3 ms, 4 MiB 8.9-10.5 -> 5.8-6.1, 16 MiB 39-45 -> 24-25 (Open MPI's
+ * default 28-33), 64 MiB 128-133 -> 86-95, reduce_scatter 16 MiB 18-21 ->
+ * 7.2; n = 6 all_reduce 4 MiB 5.0-6.1 -> 3.0. Not measured above 8 ranks
+ * (every rank reads every rank's chunk: n-fold). */
+#define NX_CSEG_CHUNK_RANKS 8u
 /* Reductions (all_reduce, reduce, reduce_scatter) of more than this many
  * bytes run in chunks of it, even below a buffer: every rank reads every
  * rank's chunk just after it was written, and a chunk of each of two ranks

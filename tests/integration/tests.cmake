@@ -275,7 +275,7 @@ endforeach()
 # END sparse
 # Same-host shared-memory rings (issue 15): order across sizes and paths,
 # collectives, forged ring records (integration/shm_test.c).
-foreach(args "2;1" "3;0" "9;-1")
+foreach(args "2;1" "3;0" "6;-1" "9;-1")
   list(GET args 0 w)
   list(GET args 1 forge)
   add_test(NAME integration.shm.world${w} COMMAND shm_test ${w} ${forge})
