@@ -49,15 +49,19 @@ start() {
 }
 pid_of() { sed -n 's/^rank [0-9]*: ready pid \([0-9]*\).*/\1/p' "$D/w$1"; }
 
-echo "=== order: 4 ranks, mixed point-to-point and collectives by the rings"
-if start 4 order; then
-  for ((i = 0; i < 4; i++)); do
-    wait "${W[$i]}"
-    rc=$?
-    if [ $rc != 0 ]; then echo "FAIL order: rank $i exit $rc"; sed 's/^/    /' "$D/w$i"; FAILED=1
-    else grep ': ok' "$D/w$i"; fi
-  done
-fi
+# 4 ranks, and 6: the segment's chunked reductions above 4 ranks
+# (NX_CSEG_CHUNK_RANKS) between processes, not only threads (shm_test.c)
+for n in 4 6; do
+  echo "=== order: $n ranks, mixed point-to-point and collectives by the rings"
+  if start $n order; then
+    for ((i = 0; i < n; i++)); do
+      wait "${W[$i]}"
+      rc=$?
+      if [ $rc != 0 ]; then echo "FAIL order: rank $i exit $rc"; sed 's/^/    /' "$D/w$i"; FAILED=1
+      else grep ': ok' "$D/w$i"; fi
+    done
+  fi
+done
 
 echo "=== kill: rank 1 SIGKILLed while it writes into its ring to rank 0"
 if start 2 kill; then
