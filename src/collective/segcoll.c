@@ -662,6 +662,8 @@ static int run_stream(segop *o) {
   }
   o->next = 0;
   if (!checked && (rc = wait_on(o, arrived, "its arrival"))) return rc;
+  /* the rest of our own block: own_step resumes the copy the waits began;
+   * where the block overlaps (memmove) or is in place, copy_own does it */
   if (own.to)
     own_step(&own, SIZE_MAX);
   else

@@ -98,10 +98,7 @@ static void touch(const nx_cseg *s) {
 static nx_cseg *wrap(void *base, uint32_t n, uint32_t me, uint64_t attempt) {
   nx_cseg *s = nx_calloc(1, sizeof *s);
   if (!s) return NULL;
-  /* control blocks and, for up to NX_CSEG_POPULATE_RANKS ranks, the
-   * broadcast entries (the data buffers stay backed as they are written) */
-  populate(base, 0, data_off(n));
-  if (n <= NX_CSEG_POPULATE_RANKS) populate(base, bring_off(n), seg_size(n));
+  populate(base, 0, data_off(n)); /* control blocks */
   s->base = base;
   s->size = seg_size(n);
   s->n = n;
@@ -111,7 +108,13 @@ static nx_cseg *wrap(void *base, uint32_t n, uint32_t me, uint64_t attempt) {
   s->ctl = (nx_cseg_ctl *)((uint8_t *)base + CSEG_CTL);
   s->data = (uint8_t *)base + data_off(n);
   s->bring = (uint8_t *)base + bring_off(n);
-  if (n <= NX_CSEG_POPULATE_RANKS) touch(s);
+  /* up to NX_CSEG_POPULATE_RANKS ranks, the broadcast entries too, and
+   * this process's first access to both (the data buffers stay backed as
+   * they are written) */
+  if (n <= NX_CSEG_POPULATE_RANKS) {
+    populate(base, bring_off(n), seg_size(n));
+    touch(s);
+  }
   return s;
 }
 

@@ -9,7 +9,7 @@
  * broadcasts' entries. The data buffers' pages are only backed once written,
  * so a segment costs what its collectives use; the control blocks and (up
  * to NX_CSEG_POPULATE_RANKS ranks) the broadcast entries are mapped in at
- * set-up.
+ * set-up, and touched by each process that maps them (cseg.c, touch).
  *
  * Every collective a rank begins on the communicator, whatever its path,
  * stores entered = its sequence. Protocol of one collective with sequence
@@ -159,9 +159,9 @@ typedef struct nx_cseg_sig {
  * that rank went past seq another way at every this many looks only
  * (collective/segcoll.c, look_past says why). */
 #define NX_CSEG_PAST_EVERY 16u
-/* Up to this many ranks, a segment's broadcast entries are mapped in at
- * set-up (cseg.c, populate): 1.2 KiB x NX_CSEG_BDEPTH per rank, 2.4 MiB at
- * 16 ranks. */
+/* Up to this many ranks, a segment's broadcast entries are mapped in and
+ * touched at set-up (cseg.c, populate and touch): 1.2 KiB x NX_CSEG_BDEPTH
+ * per rank, 2.4 MiB at 16 ranks. */
 #define NX_CSEG_POPULATE_RANKS 16u
 /* A page: below, a buffer's first touch costs one fault, as mapping it in
  * would cost one call (nx_cseg_back). */

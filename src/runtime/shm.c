@@ -181,6 +181,33 @@ static int populate(const nx_ep *ep) {
   return ep->world <= NX_SHM_POPULATE_RANKS;
 }
 
+/* Accesses every page of the rings' data from this process now: a write to
+ * the ring it fills, a read of the one it drains. On this paravirtualised
+ * guest a process's first access to a page costs the host several
+ * microseconds however the guest mapped it (MAP_POPULATE and
+ * MADV_POPULATE_WRITE do not help; cseg.c, touch), and a write after a
+ * read pays again. Small messages stay in the ring's first lines (ring.h,
+ * the hot window), so each larger size a program sends first walked new
+ * pages: harness ping-pong n = 2, the first three round trips of a size
+ * after smaller ones, 64 KiB 530-650 us against 10 steady, 256 KiB 1.7-2.0
+ * ms against 35 (a two-process copy through a 2 MiB memfd ring, 64 KiB
+ * pieces: 150-275 us a piece on the first lap, 8-9 once touched so). Here
+ * it costs 4-7 ms per pair and process, once. Only between processes:
+ * ranks of one process share their page tables, and nothing orders a
+ * thread's touch before another's first write but the lane (which
+ * ThreadSanitizer does not see). Safe against the peer: before SEG_OK
+ * neither side writes a ring, and a fetch-and-add of 0 changes no byte. */
+static void touch(const nx_ep *ep, const nx_shm *s) {
+  if (!populate(ep) || s->peer->shm_pid == getpid()) return;
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  uint64_t x = 0;
+  for (size_t o = 0; o < NX_SHM_RING; o += pg) {
+    __atomic_fetch_add((uint64_t *)(void *)(s->tx.data + o), 0, __ATOMIC_RELAXED);
+    x += __atomic_load_n((const uint64_t *)(const void *)(s->rx.data + o), __ATOMIC_RELAXED);
+  }
+  __asm__ volatile("" : : "r"(x)); /* (kept) */
+}
+
 /* A lane control datagram: the set-up ones must arrive (the lane keeps and
  * retries them), a doorbell is only worth sending now. */
 static int send_ctl(nx_ep *ep, nx_peer *p, int what, int fd) {
@@ -213,11 +240,13 @@ void nx_shm_lane_up_locked(nx_ep *ep, nx_peer *p) {
   }
   shm_seg_hdr h = {SHM_MAGIC, NX_SHM_RING, ep->rank, p->rank};
   memcpy(base, &h, sizeof h);
-  if (!seg_new(ep, p, base)) {
+  nx_shm *s = seg_new(ep, p, base);
+  if (!s) {
     nx_shm_unmap(base);
     close(fd);
     return;
   }
+  touch(ep, s);
   if (send_ctl(ep, p, NX_LANE_SEG, fd))
     NX_DEBUG("shm to rank %u: offer not sent: %s", p->rank, strerror(errno));
   close(fd); /* the mapping (and the peer's copy of the fd) keep it */
@@ -251,6 +280,7 @@ void nx_shm_on_seg_locked(nx_ep *ep, nx_peer *p, int fd) {
     nx_shm_unmap(base);
     goto out;
   }
+  touch(ep, s);
   if (send_ctl(ep, p, NX_LANE_SEG_OK, -1) == 0) { /* sent or kept for the lane's retries */
     s->up = 1;
     NX_DEBUG("shm to rank %u up", p->rank);
