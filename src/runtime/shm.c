@@ -154,23 +154,6 @@ void nx_shm_unmap(void *base) {
 
 /* ------------------------------------------------------------------ setup */
 
-static nx_shm *seg_new(nx_ep *ep, nx_peer *p, void *base) {
-  nx_shm *s = nx_calloc(1, sizeof *s);
-  if (!s) return NULL;
-  s->peer = p;
-  s->base = base;
-  int lower = ep->rank < p->rank;
-  uint8_t *b = base;
-  nx_ring_ctl *a = (nx_ring_ctl *)(b + SHM_CTL_A), *bb = (nx_ring_ctl *)(b + SHM_CTL_B);
-  uint8_t *da = b + SHM_DATA, *db = b + SHM_DATA + NX_SHM_RING;
-  nx_ring_init(&s->tx, lower ? a : bb, lower ? da : db, NX_SHM_RING, 1);
-  nx_ring_init(&s->rx, lower ? bb : a, lower ? db : da, NX_SHM_RING, 0);
-  p->shm = s;
-  s->next = atomic_load(&ep->shm_all);
-  atomic_store(&ep->shm_all, s);
-  return s;
-}
-
 /* Whether segments are backed and mapped whole at set-up. A ring's writer
  * moves through all of it (2 MiB a direction), and a first touch of each
  * page costs a fault on both sides: measured on this KVM guest, about 4 us
@@ -208,6 +191,24 @@ static void touch(const nx_ep *ep, const nx_shm *s) {
   __asm__ volatile("" : : "r"(x)); /* (kept) */
 }
 
+static nx_shm *seg_new(nx_ep *ep, nx_peer *p, void *base) {
+  nx_shm *s = nx_calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->peer = p;
+  s->base = base;
+  int lower = ep->rank < p->rank;
+  uint8_t *b = base;
+  nx_ring_ctl *a = (nx_ring_ctl *)(b + SHM_CTL_A), *bb = (nx_ring_ctl *)(b + SHM_CTL_B);
+  uint8_t *da = b + SHM_DATA, *db = b + SHM_DATA + NX_SHM_RING;
+  nx_ring_init(&s->tx, lower ? a : bb, lower ? da : db, NX_SHM_RING, 1);
+  nx_ring_init(&s->rx, lower ? bb : a, lower ? db : da, NX_SHM_RING, 0);
+  touch(ep, s);
+  p->shm = s;
+  s->next = atomic_load(&ep->shm_all);
+  atomic_store(&ep->shm_all, s);
+  return s;
+}
+
 /* A lane control datagram: the set-up ones must arrive (the lane keeps and
  * retries them), a doorbell is only worth sending now. */
 static int send_ctl(nx_ep *ep, nx_peer *p, int what, int fd) {
@@ -240,13 +241,11 @@ void nx_shm_lane_up_locked(nx_ep *ep, nx_peer *p) {
   }
   shm_seg_hdr h = {SHM_MAGIC, NX_SHM_RING, ep->rank, p->rank};
   memcpy(base, &h, sizeof h);
-  nx_shm *s = seg_new(ep, p, base);
-  if (!s) {
+  if (!seg_new(ep, p, base)) {
     nx_shm_unmap(base);
     close(fd);
     return;
   }
-  touch(ep, s);
   if (send_ctl(ep, p, NX_LANE_SEG, fd))
     NX_DEBUG("shm to rank %u: offer not sent: %s", p->rank, strerror(errno));
   close(fd); /* the mapping (and the peer's copy of the fd) keep it */
@@ -280,7 +279,6 @@ void nx_shm_on_seg_locked(nx_ep *ep, nx_peer *p, int fd) {
     nx_shm_unmap(base);
     goto out;
   }
-  touch(ep, s);
   if (send_ctl(ep, p, NX_LANE_SEG_OK, -1) == 0) { /* sent or kept for the lane's retries */
     s->up = 1;
     NX_DEBUG("shm to rank %u up", p->rank);
