@@ -156,7 +156,7 @@ void nx_shm_unmap(void *base) {
 
 /* Whether segments are backed and mapped whole at set-up. A ring's writer
  * moves through all of it (2 MiB a direction), and a first touch of each
- * page costs a fault on both sides: measured on this KVM guest, about 4 us
+ * page costs a fault on both sides: measured on this PVM guest, about 4 us
  * each, which made the first 2000 round trips of 1 KiB 3-5x slower than
  * the rest (harness pingpong, n = 2). Bounded, as a host holds a segment
  * per pair of its ranks. */
@@ -168,8 +168,10 @@ static int populate(const nx_ep *ep) {
  * the ring it fills, a read of the one it drains. On this paravirtualised
  * guest a process's first access to a page costs the host several
  * microseconds however the guest mapped it (MAP_POPULATE and
- * MADV_POPULATE_WRITE do not help; cseg.c, touch), and a write after a
- * read pays again. Small messages stay in the ring's first lines (ring.h,
+ * MADV_POPULATE_WRITE do not help; cseg.c, touch), and on pages mapped
+ * with MAP_POPULATE, as these are, a write after a read pays again (the
+ * collective segment's, populated for writing, measured no such cost).
+ * Small messages stay in the ring's first lines (ring.h,
  * the hot window), so each larger size a program sends first walked new
  * pages: harness ping-pong n = 2, the first three round trips of a size
  * after smaller ones, 64 KiB 530-650 us against 10 steady, 256 KiB 1.7-2.0
