@@ -180,8 +180,12 @@ static int populate(const nx_ep *ep) {
  * it costs 4-7 ms per pair and process, once. Only between processes:
  * ranks of one process share their page tables, and nothing orders a
  * thread's touch before another's first write but the lane (which
- * ThreadSanitizer does not see). Safe against the peer: before SEG_OK
- * neither side writes a ring, and a fetch-and-add of 0 changes no byte. */
+ * ThreadSanitizer does not see). The offer's maker touches after sending
+ * it, so that both sides touch at once (n = 2, from the lane up to the
+ * segment up: 15-19 -> 11-14.5 ms). Safe against the peer: a
+ * fetch-and-add of 0 changes no byte, and each side writes only the ring it
+ * fills, once up, which comes after its touch (SEG_OK, handled under ep->mu,
+ * which the touch holds). */
 static void touch(const nx_ep *ep, const nx_shm *s) {
   if (!populate(ep) || s->peer->shm_pid == getpid()) return;
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
@@ -204,7 +208,6 @@ static nx_shm *seg_new(nx_ep *ep, nx_peer *p, void *base) {
   uint8_t *da = b + SHM_DATA, *db = b + SHM_DATA + NX_SHM_RING;
   nx_ring_init(&s->tx, lower ? a : bb, lower ? da : db, NX_SHM_RING, 1);
   nx_ring_init(&s->rx, lower ? bb : a, lower ? db : da, NX_SHM_RING, 0);
-  touch(ep, s);
   p->shm = s;
   s->next = atomic_load(&ep->shm_all);
   atomic_store(&ep->shm_all, s);
@@ -250,7 +253,8 @@ void nx_shm_lane_up_locked(nx_ep *ep, nx_peer *p) {
   }
   if (send_ctl(ep, p, NX_LANE_SEG, fd))
     NX_DEBUG("shm to rank %u: offer not sent: %s", p->rank, strerror(errno));
-  close(fd); /* the mapping (and the peer's copy of the fd) keep it */
+  close(fd);         /* the mapping (and the peer's copy of the fd) keep it */
+  touch(ep, p->shm); /* after the offer, so that the peer touches meanwhile */
 }
 
 void nx_shm_on_seg_locked(nx_ep *ep, nx_peer *p, int fd) {
@@ -281,6 +285,7 @@ void nx_shm_on_seg_locked(nx_ep *ep, nx_peer *p, int fd) {
     nx_shm_unmap(base);
     goto out;
   }
+  touch(ep, s);
   if (send_ctl(ep, p, NX_LANE_SEG_OK, -1) == 0) { /* sent or kept for the lane's retries */
     s->up = 1;
     NX_DEBUG("shm to rank %u up", p->rank);
