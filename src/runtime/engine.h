@@ -473,6 +473,9 @@ int nx_lane_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_io
 int nx_lane_deliver_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid);
 /* Drains the lane socket into matching. */
 void nx_lane_recv_locked(nx_ep *ep);
+/* For tests: pages of the lane's receive buffers not in memory (mincore),
+ * or -1 without a lane or if it cannot tell. */
+long nx_lane_rx_absent_locked(const nx_ep *ep);
 /* Lane control datagrams (f: kind NX_KIND_LANE, status one of these, no
  * payload), fd passed with SCM_RIGHTS if >= 0. 0, or -1 (errno). */
 enum {

@@ -737,6 +737,13 @@ static void *rank_main(void *arg) {
     }
     if (!ok) FAIL("no shared-memory rings with rank %u after 5 s", j);
   }
+  /* the lane's receive buffers were written once when the first same-host
+   * peer appeared (lane.c, touch_rx): a receive's first use of a slot must
+   * not fault in the middle of a collective or a ping-pong */
+  pthread_mutex_lock(&ep->mu);
+  long absent = nx_lane_rx_absent_locked(ep);
+  pthread_mutex_unlock(&ep->mu);
+  if (absent != 0) FAIL("%ld pages of the lane's receive buffers not in memory", absent);
   pthread_barrier_wait(&g_bar);
   size_t n = NS * ROUNDS;
   uint8_t **sb = calloc(n, sizeof *sb);
