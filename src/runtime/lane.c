@@ -205,9 +205,9 @@ static void ping(nx_ep *ep, nx_peer *p, int kind) {
  * peer appears. They come zeroed and unmapped from the allocator, and the
  * kernel's first write of a datagram into each slot then faults in the
  * middle of a later receive: on this paravirtualised guest about 18 us a
- * page (`perf` page_fault_kernel in _copy_to_iter), so that the first
- * batch of doorbells in a program's first 8-byte ping-pong stalled it for
- * 150-350 us. */
+ * page (`perf` on page_fault_kernel, in _copy_to_iter), and the harness's
+ * first 8-byte ping-pong, when batches of doorbells first filled several
+ * slots, took 8 of them. */
 static void touch_rx(struct nx_lane_rx *rx) {
   memset(rx->data, 0, sizeof rx->data);
 }
