@@ -266,6 +266,7 @@ struct nx_ep {
   struct nx_lane_owed *lane_owed; /* control datagrams the lane could not take yet (lane.c) */
   _Atomic(nx_shm *) shm_all;      /* every shared-memory segment (shm.c), push-front only */
   uint64_t shm_dropped;           /* segments refused and malformed ring records */
+  uint64_t shm_bells;             /* doorbells tried for records (integration.shm reads it) */
   /* inter-host bulk path (bulk.c) */
   int bulk_lfd;
   uint16_t bulk_port;
@@ -579,6 +580,9 @@ const struct nx_ring_ctl *nx_shm_rx_ctl_locked(const nx_peer *p, const uint8_t *
 /* Every progress pass: drains the inbound rings (but skip's, if not NULL),
  * flushes the backlogs. */
 void nx_shm_poll_locked(nx_ep *ep, const nx_peer *skip);
+/* A doorbell datagram from p was read: p's next record rings again, and
+ * what p published is taken now. */
+void nx_shm_bell_heard_locked(nx_ep *ep, nx_peer *p);
 /* p died or left: what it published is taken, then its segment is unused. */
 void nx_shm_peer_down_locked(nx_ep *ep, nx_peer *p);
 /* 1 if p has rings up that a stream may use. */

@@ -298,7 +298,10 @@ int nx_lane_deliver_fd_locked(nx_ep *ep, const uint8_t *d, size_t n, pid_t pid, 
     return -1;
   p->last_heard_ns = nx_now_ns();
   if (f.kind == NX_KIND_LANE) {
-    if (f.status == NX_LANE_BELL) return 0; /* the progress pass reads the rings */
+    if (f.status == NX_LANE_BELL) {
+      nx_shm_bell_heard_locked(ep, p);
+      return 0;
+    }
     if (f.status == NX_LANE_SEG) {
       if (!fd || *fd < 0) return -1;
       int sfd = *fd;

@@ -27,8 +27,9 @@
  * Waking. Readers poll the rings on every progress pass. A thread about to
  * sleep counts itself in each inbound ring's `waiters`, then looks on for
  * NX_RING_GRACE_NS (ring.h says why); a writer that sees waiters after
- * publishing sends one lane datagram
- * (the doorbell), which wakes the epoll the sleeper waits in. Spinning or
+ * publishing sends one lane datagram (the doorbell), which wakes the epoll
+ * the sleeper waits in; it rings again only once that datagram was read
+ * (nx_shm_bell_heard_locked). Spinning or
  * yielding before the sleep is the engine's choice (nx_ep_spin_ns). The
  * other way round, a writer short of room (a backlog, a stream's piece)
  * sets the ring's `room` word and a sleeper treats a moved head as ready;
@@ -307,8 +308,9 @@ void nx_shm_on_seg_ok_locked(nx_ep *ep, nx_peer *p) {
 static void ring_bell(nx_ep *ep, nx_shm *s) {
   /* a reader that counted itself in waiters before its last look (which
    * lasts NX_RING_GRACE_NS: ring.h) either saw the record or is seen here */
-  if (atomic_load(&s->tx.ctl->waiters) && !atomic_exchange(&s->tx.ctl->bell, 1) &&
-      send_ctl(ep, s->peer, NX_LANE_BELL, -1))
+  if (!atomic_load(&s->tx.ctl->waiters) || atomic_exchange(&s->tx.ctl->bell, 1)) return;
+  ep->shm_bells++;
+  if (send_ctl(ep, s->peer, NX_LANE_BELL, -1))
     atomic_store(&s->tx.ctl->bell, 0); /* not sent (socket full): the next record tries */
 }
 
@@ -573,14 +575,6 @@ int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_
   return hand_over(ep, p, &f, v, nv);
 }
 
-/* Before a look at the ring: a later record rings again (stored only when
- * set, as a store on every poll would pull the line from the writer each
- * time). */
-static void bell_reset(nx_shm *s) {
-  if (atomic_load_explicit(&s->rx.ctl->bell, memory_order_relaxed))
-    atomic_store(&s->rx.ctl->bell, 0);
-}
-
 const nx_ring_ctl *nx_shm_rx_ctl_locked(const nx_peer *p, const uint8_t **next, uint32_t *pull) {
   if (!p->shm || atomic_load(&p->shm->dead)) return NULL;
   const nx_ring *r = &p->shm->rx;
@@ -593,7 +587,6 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
                            size_t niov, uint64_t len) {
   nx_shm *s = p->shm;
   if (!s || s->busy || atomic_load(&s->dead)) return 0;
-  bell_reset(s);
   uint8_t hdr[NX_FRAME_HDR_LEN];
   nexar_iovec v[2];
   size_t nv = 0;
@@ -638,7 +631,6 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
 static int drain(nx_ep *ep, nx_shm *s) {
   if (s->busy || atomic_load(&s->dead)) return 0;
   s->busy = 1;
-  bell_reset(s);
   int took = 0;
   for (int i = 0; i < 64; i++) {
     uint8_t hdr[NX_FRAME_HDR_LEN];
@@ -671,6 +663,21 @@ void nx_shm_poll_locked(nx_ep *ep, const nx_peer *skip) {
     if (s->bl_head && !atomic_load(&s->dead)) flush_backlog(ep, s);
   }
   if (ep->streams) nx_rndv_push_locked(ep);
+}
+
+/* The bell is re-armed here, where its datagram is read, and not by every
+ * look at the ring: a reader counted in waiters that has not run yet (a
+ * woken progress thread waiting for a CPU the application thread polls on)
+ * would otherwise be rung once per record, each a system call of the
+ * writer's, until it ran (up to a scheduler tick). The store comes before
+ * this look (seq_cst: a full barrier): a record published before it is
+ * seen here, one after it rings again. */
+void nx_shm_bell_heard_locked(nx_ep *ep, nx_peer *p) {
+  nx_shm *s = p->shm;
+  if (!s || atomic_load(&s->dead)) return;
+  if (atomic_load_explicit(&s->rx.ctl->bell, memory_order_relaxed))
+    atomic_store(&s->rx.ctl->bell, 0);
+  drain(ep, s);
 }
 
 void nx_shm_peer_down_locked(nx_ep *ep, nx_peer *p) {

@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -723,6 +724,57 @@ static void stream_behind(nexar_client *c, uint32_t me) {
   free(b);
 }
 
+/* A reader counted as a waiter that does not run yet (a woken progress
+ * thread waits for a CPU while the application thread polls) is rung once,
+ * not once per record: the bell is re-armed only when its datagram is read.
+ * Re-armed by every look at the ring before, a ping-pong's every message
+ * cost its sender a datagram until that thread ran (up to a scheduler tick:
+ * harness ping-pong 8 B n = 2, 1 in 6 runs at 0.8-1.1 us one-way instead of
+ * 0.4). Rank 1 counts itself (nx_shm_sleep_begin) and keeps its progress
+ * thread off the lane (a spinner counted); each record is in the ring
+ * before rank 1's blocking receive looks, so that look finds it. */
+static atomic_uint g_sent, g_got;
+
+static void bell_once(nexar_client *c, uint32_t me) {
+  enum { K = 100 };
+  nx_ep *ep = c->ep;
+  int64_t v = 0;
+  if (me == 1) {
+    atomic_fetch_add(&ep->spinners, 1);
+    usleep(2000); /* its progress thread sees it at its next look */
+    int ready;
+    void *tok = nx_shm_sleep_begin(ep, &ready);
+    pthread_barrier_wait(&g_bar2);
+    for (unsigned i = 0; i < K; i++) {
+      while (atomic_load(&g_sent) != i + 1)
+        sched_yield();
+      if (nexar_recv(c, &v, 8, 0, 61) || v != (int64_t)i) FAIL("bell_once receive %u", i);
+      atomic_store(&g_got, i + 1);
+    }
+    nx_shm_sleep_end(tok);
+    atomic_fetch_sub(&ep->spinners, 1);
+    pthread_barrier_wait(&g_bar2);
+    return;
+  }
+  pthread_barrier_wait(&g_bar2);
+  pthread_mutex_lock(&ep->mu);
+  uint64_t b0 = ep->shm_bells;
+  pthread_mutex_unlock(&ep->mu);
+  for (unsigned i = 0; i < K; i++) {
+    v = (int64_t)i;
+    if (nexar_send(c, &v, 8, 1, 61)) FAIL("bell_once send %u", i);
+    atomic_store(&g_sent, i + 1);
+    while (atomic_load(&g_got) != i + 1)
+      sched_yield();
+  }
+  pthread_mutex_lock(&ep->mu);
+  uint64_t bells = ep->shm_bells - b0;
+  pthread_mutex_unlock(&ep->mu);
+  if (bells > 2)
+    FAIL("%llu doorbells for %d records to one counted reader", (unsigned long long)bells, K);
+  pthread_barrier_wait(&g_bar2);
+}
+
 static void *rank_main(void *arg) {
   uint32_t me = (uint32_t)(uintptr_t)arg;
   nexar_client *c = g_c[me];
@@ -784,6 +836,7 @@ static void *rank_main(void *arg) {
          (unsigned long long)st.shm_bytes_received, (unsigned long long)large);
   if (me <= 1) recv_fast(c, me);
   if (me <= 1) stream_behind(c, me);
+  if (me <= 1) bell_once(c, me);
   static const size_t COUNTS[] = {1, 256, 8191, 8192, 8193, 100000};
   int32_t *v = malloc(100000 * sizeof *v);
   for (size_t k = 0; k < sizeof COUNTS / sizeof COUNTS[0]; k++) {
