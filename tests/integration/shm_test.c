@@ -649,6 +649,18 @@ static void segment(nexar_client *c, uint32_t me) {
   free(b);
 }
 
+/* Counts a spinner on ep, as a thread that polls is counted: its progress
+ * thread then keeps off the rings and the lane (from its next look on),
+ * so that only the test's own thread reads them. */
+static void hold_progress(nx_ep *ep) {
+  atomic_fetch_add(&ep->spinners, 1);
+  usleep(2000); /* its progress thread sees it at its next look */
+}
+
+static void release_progress(nx_ep *ep) {
+  atomic_fetch_sub(&ep->spinners, 1);
+}
+
 /* A blocking receive takes its message straight from the ring when it is
  * the next record (p2p.c recv_now); what is not its own goes to matching in
  * ring order, a queued message or an earlier posted receive for the key
@@ -708,14 +720,13 @@ static void stream_behind(nexar_client *c, uint32_t me) {
     nx_ep *ep = c->ep;
     nexar_request *q = NULL;
     memset(b, 0, big);
-    atomic_fetch_add(&ep->spinners, 1);
-    usleep(2000); /* its progress thread sees it at its next look */
+    hold_progress(ep);
     if (nexar_recv_nb(c, b, big, 0, 41, &q)) FAIL("stream_behind irecv");
     pthread_barrier_wait(&g_bar2);
     /* its look takes the descriptor before: the stream is asked for */
     if (nexar_recv(c, &w, 8, 0, 40) || w != 4040) FAIL("stream_behind first small receive");
     usleep(5000); /* the first pieces come */
-    atomic_fetch_sub(&ep->spinners, 1);
+    release_progress(ep);
     if (nexar_recv(c, &v, 8, 0, 42) || v != 4242) FAIL("stream_behind small receive");
     if (nexar_wait(q)) FAIL("stream_behind large receive");
     for (size_t i = 0; i < big; i++)
@@ -740,8 +751,7 @@ static void bell_once(nexar_client *c, uint32_t me) {
   nx_ep *ep = c->ep;
   int64_t v = 0;
   if (me == 1) {
-    atomic_fetch_add(&ep->spinners, 1);
-    usleep(2000); /* its progress thread sees it at its next look */
+    hold_progress(ep);
     int ready;
     void *tok = nx_shm_sleep_begin(ep, &ready);
     pthread_barrier_wait(&g_bar2);
@@ -752,7 +762,7 @@ static void bell_once(nexar_client *c, uint32_t me) {
       atomic_store(&g_got, i + 1);
     }
     nx_shm_sleep_end(tok);
-    atomic_fetch_sub(&ep->spinners, 1);
+    release_progress(ep);
     pthread_barrier_wait(&g_bar2);
     return;
   }
@@ -770,6 +780,7 @@ static void bell_once(nexar_client *c, uint32_t me) {
   pthread_mutex_lock(&ep->mu);
   uint64_t bells = ep->shm_bells - b0;
   pthread_mutex_unlock(&ep->mu);
+  /* one (none if an earlier one was still unread), and one of slack */
   if (bells > 2)
     FAIL("%llu doorbells for %d records to one counted reader", (unsigned long long)bells, K);
   pthread_barrier_wait(&g_bar2);
@@ -854,8 +865,7 @@ static void *rank_main(void *arg) {
    * thread polls), so its blocking receive's own look (recv_now) finds it.
    * FORGE 1: the receive is pending when the record comes. */
   if (FORGE == 0 && me == 1) {
-    atomic_fetch_add(&ep->spinners, 1);
-    usleep(2000); /* its progress thread sees it at its next look */
+    hold_progress(ep);
   }
   pthread_barrier_wait(&g_bar);
   if (FORGE >= 0 && me == 0) {
@@ -875,7 +885,7 @@ static void *rank_main(void *arg) {
     /* once: a receive that finds it itself (recv_now) counted it twice, the
      * peer's teardown reading the record again */
     if (dropped != 1) FAIL("forged record counted %llu times", (unsigned long long)dropped);
-    if (FORGE == 0) atomic_fetch_sub(&ep->spinners, 1);
+    if (FORGE == 0) release_progress(ep);
     printf("rank 1: forged record dropped in %.1f ms, counted (%llu): %s\n",
            (double)(nx_now_ns() - t0) / 1e6, (unsigned long long)dropped, nexar_last_error());
   }
@@ -903,13 +913,12 @@ static void *stall_main(void *arg) {
   int64_t v = 7;
   nexar_request *q[K];
   if (me == 0) {
-    atomic_fetch_add(&ep->spinners, 1);
-    usleep(2000);
+    hold_progress(ep);
     pthread_barrier_wait(&g_bar2);
     for (int k = 0; k < K; k++)
       if (nexar_send_nb(c, b + k * big, big, 1, 51, &q[k])) FAIL("stall send %d", k);
     usleep(800000); /* the receives time out meanwhile */
-    atomic_fetch_sub(&ep->spinners, 1);
+    release_progress(ep);
     for (int k = 0; k < K; k++) {
       /* told (TIMEOUT), or done writing before the answer came */
       int rc = nexar_wait(q[k]);
