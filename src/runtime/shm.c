@@ -669,9 +669,10 @@ void nx_shm_poll_locked(nx_ep *ep, const nx_peer *skip) {
  * look at the ring: a reader counted in waiters that has not run yet (a
  * woken progress thread waiting for a CPU the application thread polls on)
  * would otherwise be rung once per record, each a system call of the
- * writer's, until it ran (up to a scheduler tick). The store comes before
- * this look (seq_cst: a full barrier): a record published before it is
- * seen here, one after it rings again. */
+ * writer's, until it ran (up to a scheduler tick). The clear is a seq_cst
+ * store (a full barrier) before this look: a writer whose exchange still
+ * found the bell set had published its record before that exchange, so
+ * this look sees it; a writer that exchanges after the clear rings again. */
 void nx_shm_bell_heard_locked(nx_ep *ep, nx_peer *p) {
   nx_shm *s = p->shm;
   if (!s || atomic_load(&s->dead)) return;
