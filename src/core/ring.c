@@ -48,19 +48,21 @@ static void prefetch_next(const nx_ring *r, uint64_t need, uint64_t hot) {
 
 int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iovec *iov,
                 size_t niov, uint64_t len) {
-  uint64_t need = nx_ring_record(len);
+  uint64_t need = nx_ring_record_at(r->pos, len);
   uint64_t off = r->pos & (r->cap - 1);
-  uint64_t hot = nx_ring_hot(r->cap, need);
+  uint64_t hot = nx_ring_hot(r->cap, nx_ring_record(len)); /* (need varies with pos) */
   if (off >= hot && r->pos >= r->check) {
     /* past the hot window: if the consumer has taken everything, start
      * over at the ring's first byte, whose lines are likely still cached */
     uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
     if (r->pos - head > r->cap) return NEXAR_ERR_PROTOCOL;
     r->seen = head;
-    if (head == r->pos && need <= off) {
+    uint64_t at0 = nx_ring_record_at(0, len); /* the record there */
+    if (head == r->pos && at0 <= off) {
       uint32_t skip[2] = {0, ~0u};
       put_bytes(r, r->pos, skip, sizeof skip); /* records are 8-aligned: it fits */
       r->pos += r->cap - off;
+      need = at0;
     }
     r->check = r->pos + hot; /* the next look: a window on */
   }
@@ -75,9 +77,8 @@ int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iov
   uint32_t pre[2] = {(uint32_t)(NX_FRAME_HDR_LEN + len), ~(uint32_t)(NX_FRAME_HDR_LEN + len)};
   uint64_t at = r->pos;
   put_bytes(r, at, pre, sizeof pre);
-  at += sizeof pre;
-  put_bytes(r, at, hdr, NX_FRAME_HDR_LEN);
-  at += NX_FRAME_HDR_LEN;
+  put_bytes(r, at + nx_ring_hoff(at, len), hdr, NX_FRAME_HDR_LEN);
+  at += nx_ring_lead(at, len);
   for (size_t i = 0; i < niov; i++) {
     if (iov[i].len) put_bytes(r, at, iov[i].base, iov[i].len);
     at += iov[i].len;
@@ -120,10 +121,10 @@ int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[
   }
   if (pre[1] != ~pre[0] || pre[0] < NX_FRAME_HDR_LEN) return NEXAR_ERR_PROTOCOL;
   uint64_t len = (uint64_t)pre[0] - NX_FRAME_HDR_LEN;
-  uint64_t need = nx_ring_record(len);
+  uint64_t need = nx_ring_record_at(at, len);
   if (need > avail) return NEXAR_ERR_PROTOCOL; /* tail is published after whole records */
-  get_bytes(r, at + NX_RING_PREFIX, hdr, NX_FRAME_HDR_LEN);
-  uint64_t off = (at + NX_RING_PREFIX + NX_FRAME_HDR_LEN) & (r->cap - 1);
+  get_bytes(r, at + nx_ring_hoff(at, len), hdr, NX_FRAME_HDR_LEN);
+  uint64_t off = (at + nx_ring_lead(at, len)) & (r->cap - 1);
   uint64_t first = r->cap - off < len ? r->cap - off : len;
   v[0].base = r->data + off;
   v[0].len = (size_t)first;

@@ -6,8 +6,10 @@
  * bytes (a power of two). tail (bytes ever published) is written by the
  * producer only, head (bytes ever consumed) by the consumer only; each side
  * keeps its own index privately (pos) and never trusts the other's word for
- * it. A record is an 8-byte prefix (u32 length of what follows, u32 its
- * complement), a frame header and payload, padded to 8 bytes; it may wrap.
+ * it. A record is an 8-byte prefix (u32 length of header and payload, u32
+ * its complement), from NX_RING_ALIGN_MIN payload bytes a gap up to the
+ * next cache line, a frame header and the payload, padded to 8 bytes; it
+ * may wrap.
  * A prefix of length 0 (a skip) says the next record starts at the ring's
  * first byte: a producer that finds the ring empty once it is a hot
  * window (nx_ring_hot) in starts over there, so that a trickle of
@@ -90,9 +92,33 @@ static inline uint64_t nx_ring_hot(uint64_t cap, uint64_t need) {
  * prefetch_next), and the consumer polls those two. */
 #define NX_RING_PULL_MAX 512u
 #define NX_RING_PREFETCH_MAX 4096u
-/* Bytes a record of `len` payload bytes takes. */
+/* From this many payload bytes a record's header and payload start on a
+ * cache line of the ring (up to 56 bytes of gap after the prefix): copies whose
+ * source and destination are aligned alike mod 64 run faster, and callers'
+ * buffers are mostly line- or page-aligned. Harness ping-pong n = 2,
+ * 50000 round trips, 4 alternating runs, payload at 8 mod 64 -> at 0: 1
+ * KiB 0.83-0.94 -> 0.74-0.85 us one-way (Open MPI's default 0.77-0.90),
+ * 64 KiB 5.2-5.6 -> 4.8-5.0; 256 B no different, so smaller records stay
+ * dense (a gap would cost them a line). Both sides compute the gap from
+ * the record's index and length: nothing in the ring says it. */
+#define NX_RING_ALIGN_MIN 256u
+/* Bytes from the start of a record at index `at` to its frame header, and
+ * to its payload (right after the header). */
+static inline uint64_t nx_ring_hoff(uint64_t at, uint64_t len) {
+  return len < NX_RING_ALIGN_MIN ? NX_RING_PREFIX
+                                 : NX_RING_PREFIX + ((0 - (at + NX_RING_PREFIX)) & 63u);
+}
+static inline uint64_t nx_ring_lead(uint64_t at, uint64_t len) {
+  return nx_ring_hoff(at, len) + NX_FRAME_HDR_LEN;
+}
+/* Bytes a record of `len` payload bytes takes at index at (a multiple of
+ * 8, as every record's size is). */
+static inline uint64_t nx_ring_record_at(uint64_t at, uint64_t len) {
+  return nx_ring_lead(at, len) + ((len + 7u) & ~(uint64_t)7u);
+}
+/* The most bytes a record of `len` payload bytes takes, wherever it is. */
 static inline uint64_t nx_ring_record(uint64_t len) {
-  return NX_RING_PREFIX + ((NX_FRAME_HDR_LEN + len + 7u) & ~(uint64_t)7u);
+  return nx_ring_record_at(0, len); /* (a line's first byte: the widest gap) */
 }
 
 /* Sets r up over ctl and data; pos from the control block's current index

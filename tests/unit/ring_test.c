@@ -7,7 +7,7 @@
 #include "core/ring.h"
 
 #define CAP 4096u
-static uint8_t data[CAP];
+static _Alignas(64) uint8_t data[CAP];
 static nx_ring_ctl ctl;
 
 static void hdr_of(uint8_t h[NX_FRAME_HDR_LEN], uint64_t len, uint32_t tag) {
@@ -31,6 +31,12 @@ int main(void) {
   nx_ring_init(&tx, &ctl, data, CAP, 1);
   nx_ring_init(&rx, &ctl, data, CAP, 0);
   CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == 1, "empty ring");
+  /* nx_ring_record bounds a record wherever it starts (room and window
+   * checks rely on it) */
+  for (uint64_t len = 0; len < 2 * NX_RING_ALIGN_MIN; len += 7)
+    for (uint64_t at = 0; at < 128; at += 8)
+      CHECK(nx_ring_record_at(at, len) <= nx_ring_record(len), "record of %llu at %llu",
+            (unsigned long long)len, (unsigned long long)at);
   uint32_t sent = 0, recvd = 0;
   for (int round = 0; round < 2000; round++) {
     uint64_t len = (uint64_t)(round * 37) % 1500;
@@ -47,6 +53,10 @@ int main(void) {
         CHECK(!nx_frame_decode(got, NX_FRAME_HDR_LEN, &f), "decode");
         CHECK(f.tag == recvd && f.length == plen, "order: tag %llu want %u",
               (unsigned long long)f.tag, recvd);
+        /* from NX_RING_ALIGN_MIN bytes the payload starts on a line */
+        CHECK(plen < NX_RING_ALIGN_MIN || ((uint8_t *)v[0].base - data) % 64 == 0,
+              "payload of %llu bytes at %lld", (unsigned long long)plen,
+              (long long)((uint8_t *)v[0].base - data));
         uint64_t k = 0;
         for (size_t j = 0; j < nv; j++)
           for (size_t i = 0; i < v[j].len; i++, k++)
