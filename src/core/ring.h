@@ -97,8 +97,8 @@ static inline uint64_t nx_ring_hot(uint64_t cap, uint64_t need) {
  * source and destination are aligned alike mod 64 run faster, and callers'
  * buffers are mostly line- or page-aligned. Harness ping-pong n = 2,
  * 50000 round trips, 4 alternating runs, payload at 8 mod 64 -> at 0: 1
- * KiB 0.83-0.94 -> 0.74-0.85 us one-way (Open MPI's default 0.77-0.90),
- * 64 KiB 5.2-5.6 -> 4.8-5.0; 256 B no different, so smaller records stay
+ * KiB 0.93-0.97 -> 0.81-0.86 us one-way (Open MPI's default 0.89-0.90),
+ * 64 KiB 5.2-5.6 -> 5.0-5.2; 256 B no different, so smaller records stay
  * dense (a gap would cost them a line). Both sides compute the gap from
  * the record's index and length: nothing in the ring says it. */
 #define NX_RING_ALIGN_MIN 256u
