@@ -381,10 +381,15 @@ static inline uint64_t nx_spin_for_bytes(uint64_t n) {
  * has spun this long: a peer that runs on another CPU answers within it,
  * and a yield is a system call (1.2 us in this VM) that delays seeing the
  * answer. nexar-perf sendrecv 8 B --procs, alternating: n=4 1.6-1.9 ->
- * 0.76-0.79 us, n=8 2.2-2.6 -> 0.87-1.6. (Segment collectives keep
- * yielding at once: every rank waits there, and spinning first cost n=8
- * all_reduce 8 B 42 -> 55 us.) */
-#define NX_YIELD_AFTER_NS 3000ull
+ * 0.76-0.79 us, n=8 2.2-2.6 -> 0.87-1.6 (yielding at once -> after 3 us).
+ * 3 -> 20 us: the message a ping-pong waits for is a whole round trip
+ * away, often past 3 us (harness ping-pong 1 KiB, alternating runs: n = 4
+ * 1.26-1.63 -> 0.80-0.90 us one-way, n = 8 2.2-2.4 -> 1.3-1.8; 8 B at n =
+ * 8 1.7-2.2 -> 0.6-1.2; two ranks on one CPU, where every wait must
+ * yield, 30-32 us either way). (Segment collectives keep yielding at
+ * once: every rank waits there, and spinning first cost n=8 all_reduce 8
+ * B 42 -> 55 us.) */
+#define NX_YIELD_AFTER_NS 20000ull
 /* Between two looks of a wait that began `waited` ns ago. */
 static inline void nx_wait_pause(int yield, uint64_t waited) {
   if (yield && waited >= NX_YIELD_AFTER_NS)
