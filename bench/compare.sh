@@ -117,9 +117,10 @@ fi
 FLOOR=$OUT/shm_floor.txt
 rm -f "$FLOOR"
 if [[ -x $NEXAR_BUILD/bench/shm_floor ]]; then
-  say "the two-rank all_reduce scheme, and the data's exchange alone, without the library (bench/shm_floor.c)"
+  say "the two-rank all_reduce scheme, the data's exchange alone and its one-way move, without the library (bench/shm_floor.c)"
   { "$NEXAR_BUILD/bench/shm_floor" 64 512 15 allreduce &&
-    "$NEXAR_BUILD/bench/shm_floor" 64 512 15 exchange; } >"$FLOOR" 2>&1 || rm -f "$FLOOR"
+    "$NEXAR_BUILD/bench/shm_floor" 64 512 15 exchange &&
+    "$NEXAR_BUILD/bench/shm_floor" 64 512 15 oneway; } >"$FLOOR" 2>&1 || rm -f "$FLOOR"
 fi
 ROOTARG=()
 [[ $(id -u) == 0 ]] && ROOTARG=(--allow-run-as-root)
@@ -243,6 +244,10 @@ if [[ -s $MCP ]]; then
         "chunk copied over the other's instead of added (a bound on any scheme that moves" \
         "the data through shared memory: each rank must receive 64 MiB):" \
         "$(sed -n 's/^shm_floor exchange: //p' "$FLOOR")."
+      echo
+      echo "One way only (rank 0 copies in, rank 1 copies out, as a broadcast): the" \
+        "cost of carrying the data both ways at once above is against this, and" \
+        "this one against memcpy: $(sed -n 's/^shm_floor oneway: //p' "$FLOOR")."
     fi
   } >>"$OUT/ratio.md"
 fi

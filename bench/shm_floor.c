@@ -23,7 +23,14 @@
  * its order of copies and adds. After ITERS swaps each process must hold
  * the vector it began with (ITERS even) or the other's, which it checks.
  *
- *   shm_floor [SIZE_MIB=64] [CHUNK_KIB=512] [ITERS=15] [MODE=allreduce|exchange]
+ * With MODE "oneway" only process 0 publishes and only process 1 copies
+ * out (then holds process 0's vector, which it checks): the data crosses
+ * in one direction, as in a broadcast. Set beside the exchange, it shows
+ * what carrying the data both ways at once costs over one way (on the
+ * machine of bench/results/shm, one way about one memcpy's time, both
+ * ways 1.7-1.8x that: README, Performance).
+ *
+ *   shm_floor [SIZE_MIB=64] [CHUNK_KIB=512] [ITERS=15] [MODE=allreduce|exchange|oneway]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -88,7 +95,10 @@ static float initial(size_t i, int who) {
   return (float)((i * 7 + (size_t)who * 3) % 1024) * 0.25f;
 }
 
-static int run(int me, flags *f, uint8_t *seg, size_t size, size_t chunk, int iters, int swap,
+enum { ALLREDUCE, EXCHANGE, ONEWAY };
+static const char *const mode_names[] = {"allreduce", "exchange", "oneway"};
+
+static int run(int me, flags *f, uint8_t *seg, size_t size, size_t chunk, int iters, int mode,
                int out) {
   float *a = aligned_alloc(4096, size);
   if (!a) return 1;
@@ -108,13 +118,13 @@ static int run(int me, flags *f, uint8_t *seg, size_t size, size_t chunk, int it
     for (size_t c = 0; c < nch; c++, k++) {
       size_t slot = (size_t)(k % SLOTS) * chunk;
       if (k >= SLOTS) wait_for(&other->read, k - SLOTS + 1); /* our slot was read */
-      memcpy(mine + slot, a + c * per, chunk);
+      if (mode != ONEWAY || me == 0) memcpy(mine + slot, a + c * per, chunk);
       atomic_store_explicit(&my->pub, k + 1, memory_order_release);
       wait_for(&other->pub, k + 1);
-      if (swap)
-        memcpy(a + c * per, theirs + slot, chunk);
-      else
+      if (mode == ALLREDUCE)
         add(a + c * per, (const float *)(theirs + slot), per);
+      else if (mode == EXCHANGE || me == 1)
+        memcpy(a + c * per, theirs + slot, chunk);
       atomic_store_explicit(&my->read, k + 1, memory_order_release);
     }
     ts[it] = now() - t0;
@@ -123,24 +133,25 @@ static int run(int me, flags *f, uint8_t *seg, size_t size, size_t chunk, int it
   double med = ts[iters / 2], best = ts[0];
   free(ts);
   /* all_reduce: the same bits on both sides, our checksum to the other
-   * through a pipe; exchange: the vector of whoever ITERS swaps left here */
+   * through a pipe; exchange: the vector of whoever ITERS swaps left here;
+   * one way: process 0's on both sides */
   uint64_t sum = 0;
-  int holder = me ^ (iters & 1);
+  int holder = mode == ONEWAY ? 0 : me ^ (iters & 1);
   for (size_t i = 0; i < n; i++) {
     uint32_t b;
     memcpy(&b, &a[i], sizeof b);
     sum = sum * 31 + b;
-    if (swap && a[i] != initial(i, holder)) {
-      fprintf(stderr, "shm_floor: process %d holds a wrong value at %zu after %d swaps\n", me, i,
+    if (mode != ALLREDUCE && a[i] != initial(i, holder)) {
+      fprintf(stderr, "shm_floor: process %d holds a wrong value at %zu after %d runs\n", me, i,
               iters);
       return 1;
     }
   }
-  if (swap) sum = 1; /* checked here, each its own */
+  if (mode != ALLREDUCE) sum = 1; /* checked here, each its own */
   if (me == 0) {
     printf("shm_floor %s: %zu MiB, chunks of %zu KiB, %d runs: median %.3f ms (best %.3f), %.3f "
            "GB/s bus bandwidth\n",
-           swap ? "exchange" : "allreduce", size >> 20, chunk >> 10, iters, med * 1e3, best * 1e3,
+           mode_names[mode], size >> 20, chunk >> 10, iters, med * 1e3, best * 1e3,
            (double)size / med / 1e9);
     fflush(stdout);
   }
@@ -153,11 +164,12 @@ int main(int argc, char **argv) {
   size_t size = (size_t)(argc > 1 ? atoi(argv[1]) : 64) << 20;
   size_t chunk = (size_t)(argc > 2 ? atoi(argv[2]) : 512) << 10;
   int iters = argc > 3 ? atoi(argv[3]) : 15;
-  int swap = argc > 4 && !strcmp(argv[4], "exchange");
-  if (!size || !chunk || chunk % 64 || size % chunk || iters < 1 ||
-      (argc > 4 && !swap && strcmp(argv[4], "allreduce"))) {
+  int mode = argc > 4 ? -1 : ALLREDUCE;
+  for (int m = ALLREDUCE; m <= ONEWAY && argc > 4; m++)
+    if (!strcmp(argv[4], mode_names[m])) mode = m;
+  if (!size || !chunk || chunk % 64 || size % chunk || iters < 1 || mode < 0) {
     fprintf(stderr, "usage: shm_floor [SIZE_MIB] [CHUNK_KIB, a multiple of 64 B dividing SIZE] "
-                    "[ITERS] [allreduce|exchange]\n");
+                    "[ITERS] [allreduce|exchange|oneway]\n");
     return 2;
   }
   flags *f =
@@ -177,7 +189,7 @@ int main(int argc, char **argv) {
       perror("shm_floor: fork");
       return 1;
     }
-    if (kid[me] == 0) _exit(run(me, f, seg, size, chunk, iters, swap, fd[1]));
+    if (kid[me] == 0) _exit(run(me, f, seg, size, chunk, iters, mode, fd[1]));
   }
   int bad = 0;
   for (int me = 0; me < 2; me++) {
