@@ -245,9 +245,10 @@ if [[ -s $MCP ]]; then
         "the data through shared memory: each rank must receive 64 MiB):" \
         "$(sed -n 's/^shm_floor exchange: //p' "$FLOOR")."
       echo
-      echo "One way only (rank 0 copies in, rank 1 copies out, as a broadcast): the" \
-        "cost of carrying the data both ways at once above is against this, and" \
-        "this one against memcpy: $(sed -n 's/^shm_floor oneway: //p' "$FLOOR")."
+      echo "One way only (rank 0 copies in, rank 1 copies out, as a broadcast; set" \
+        "beside memcpy, the cost of moving the data between the cores; beside the" \
+        "exchange, that of moving it both ways at once):" \
+        "$(sed -n 's/^shm_floor oneway: //p' "$FLOOR")."
     fi
   } >>"$OUT/ratio.md"
 fi
