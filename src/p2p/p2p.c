@@ -309,11 +309,15 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
   }
   nx_ep *ep = c->ep;
   if (!atomic_load_explicit(&ep->shm_all, memory_order_relaxed)) return 0;
-  /* the engine's spin alone, not the bytes' time: while we are counted a
-   * spinner, nobody serves the sockets and timers (wait_driving does, in its
-   * full passes), so that is left to the general path */
+  /* the engine's spin, not the bytes' time; longer while every rank here
+   * has a CPU (engine.h, NX_RECV_SPIN_NS) unless NEXAR_SPIN_US says. While
+   * we are counted a spinner the progress thread leaves the sockets and
+   * timers alone: every `spin` of the poll serves them (as wait_driving's
+   * full passes do) */
   int yield;
   uint64_t spin = nx_ep_spin_ns(ep, &yield);
+  uint64_t span = yield || ep->spin_override >= 0 ? spin : NX_MAX(spin, NX_RECV_SPIN_NS);
+  uint64_t serve = 0; /* when the next serving pass is due */
   /* the clock from the 32nd pass (most messages come sooner); every pass
    * when yielding (a yield may take long, and costs more than the clock) */
   unsigned mask = yield ? 0u : 31u;
@@ -352,10 +356,17 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
     if (!counted) atomic_fetch_add(&ep->spinners, 1), counted = 1;
     if ((pass & mask) == mask) {
       now = nx_now_ns();
-      if (!until)
-        t0 = now, until = now + spin;
-      else if (now >= until)
+      if (!until) {
+        t0 = now, until = now + span, serve = now + spin;
+      } else if (now >= until) {
         break;
+      } else if (now >= serve) {
+        serve = now + spin;
+        if (pthread_mutex_trylock(&ep->mu) == 0) {
+          nx_ep_progress_locked(ep);
+          pthread_mutex_unlock(&ep->mu);
+        }
+      }
     }
     nx_wait_pause(yield, now - t0);
   }

@@ -361,6 +361,16 @@ void nx_ep_wake(nx_ep *ep); /* under ep->mu */
  * receive's copy runs on a worker thread that a 2 ms poll delays (4 MiB
  * ping-pong 1.8 ms instead of 1.0). */
 #define NX_SPIN_NS 20000ull
+/* A blocking receive from a same-host ring (p2p.c, recv_now) polls this
+ * long when every rank here has a CPU, serving the sockets and timers every
+ * NX_SPIN_NS of it (the progress thread leaves them to spinners). With 20
+ * us a peer descheduled a little longer (a tick's preemption, the VM's
+ * steal) put the receiver to sleep; the next message then needs a doorbell
+ * and a wake-up, which makes the peer's own 20 us run out: a cascade. 8 B
+ * ping-pong n = 2, 200 batches of 2000 round trips: the main thread slept
+ * 260-505 times, now 9-16 (start-up included); means of 12 alternating
+ * runs 0.244 -> 0.211 us one-way (worst run 0.75 -> 0.52). */
+#define NX_RECV_SPIN_NS 1000000ull
 /* A waiter for n bytes (eager receive, segment collective) polls n / this
  * many ns longer: the bytes' copies take that long (two copies at a few
  * GB/s each, the rate measured between two processes here). */
