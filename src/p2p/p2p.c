@@ -362,10 +362,7 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
         break;
       } else if (now >= serve) {
         serve = now + spin;
-        if (pthread_mutex_trylock(&ep->mu) == 0) {
-          nx_ep_progress_locked(ep);
-          pthread_mutex_unlock(&ep->mu);
-        }
+        (void)nx_ep_try_progress(ep);
       }
     }
     nx_wait_pause(yield, now - t0);

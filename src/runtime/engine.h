@@ -412,6 +412,14 @@ uint64_t nx_ep_spin_ns(nx_ep *ep, int *yield);
 uint64_t nx_ep_progress_locked(nx_ep *ep);
 /* The same without receiving (do_recv = 0): the send path only writes. */
 uint64_t nx_ep_progress2_locked(nx_ep *ep, int do_recv);
+/* A spinning waiter's serving pass: one progress step unless another
+ * thread holds ep->mu (then UINT64_MAX: that thread is making one). */
+static inline uint64_t nx_ep_try_progress(nx_ep *ep) {
+  if (pthread_mutex_trylock(&ep->mu)) return UINT64_MAX;
+  uint64_t next = nx_ep_progress_locked(ep);
+  pthread_mutex_unlock(&ep->mu);
+  return next;
+}
 /* Queues a message to a peer (or delivers it locally); under ep->mu. On
  * success the txmsg belongs to the engine. */
 int nx_ep_send_locked(nx_ep *ep, uint32_t dest, const nx_frame *f, const nexar_iovec *iov,

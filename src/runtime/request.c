@@ -215,9 +215,8 @@ static void wait_driving(nexar_request *r, nx_ep *ep) {
        * would mostly cost an empty recvmmsg; timers due soon are honoured */
       next = atomic_load_explicit(&ep->next_due, memory_order_relaxed);
       first = 0;
-    } else if (pthread_mutex_trylock(&ep->mu) == 0) {
-      next = nx_ep_progress_locked(ep);
-      pthread_mutex_unlock(&ep->mu);
+    } else {
+      next = nx_ep_try_progress(ep);
     }
     /* collective schedules released by what arrived advance here, on the
      * waiting thread; then look again at once */
