@@ -316,7 +316,7 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
    * full passes do) */
   int yield;
   uint64_t spin = nx_ep_spin_ns(ep, &yield);
-  uint64_t span = yield || ep->spin_override >= 0 ? spin : NX_MAX(spin, NX_RECV_SPIN_NS);
+  uint64_t span = nx_ep_recv_span_ns(ep, spin, yield);
   uint64_t serve = 0; /* when the next serving pass is due */
   /* the clock from the 32nd pass (most messages come sooner); every pass
    * when yielding (a yield may take long, and costs more than the clock) */

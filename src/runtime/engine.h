@@ -361,8 +361,9 @@ void nx_ep_wake(nx_ep *ep); /* under ep->mu */
  * receive's copy runs on a worker thread that a 2 ms poll delays (4 MiB
  * ping-pong 1.8 ms instead of 1.0). */
 #define NX_SPIN_NS 20000ull
-/* A blocking receive from a same-host ring (p2p.c, recv_now) polls this
- * long when every rank here has a CPU, serving the sockets and timers every
+/* A point-to-point receive from a same-host ring (p2p.c, recv_now; a
+ * request's wait up to NX_RNDV_INLINE_MAX, request.c) polls this long when
+ * every rank here has a CPU, serving the sockets and timers every
  * NX_SPIN_NS of it (the progress thread leaves them to spinners). With 20
  * us a peer descheduled a little longer (a tick's preemption, the VM's
  * steal) put the receiver to sleep; the next message then needs a doorbell
@@ -371,6 +372,11 @@ void nx_ep_wake(nx_ep *ep); /* under ep->mu */
  * 260-505 times, now 9-16 (start-up included); means of 12 alternating
  * runs 0.244 -> 0.211 us one-way (worst run 0.75 -> 0.52). */
 #define NX_RECV_SPIN_NS 1000000ull
+/* How long such a receive polls, given the engine's spin (nx_ep_spin_ns):
+ * NX_RECV_SPIN_NS unless ranks share CPUs here or NEXAR_SPIN_US says. */
+static inline uint64_t nx_ep_recv_span_ns(const nx_ep *ep, uint64_t spin, int yield) {
+  return yield || ep->spin_override >= 0 ? spin : NX_MAX(spin, NX_RECV_SPIN_NS);
+}
 /* A waiter for n bytes (eager receive, segment collective) polls n / this
  * many ns longer: the bytes' copies take that long (two copies at a few
  * GB/s each, the rate measured between two processes here). */
