@@ -369,8 +369,9 @@ void nx_ep_wake(nx_ep *ep); /* under ep->mu */
  * steal) put the receiver to sleep; the next message then needs a doorbell
  * and a wake-up, which makes the peer's own 20 us run out: a cascade. 8 B
  * ping-pong n = 2, 200 batches of 2000 round trips: the main thread slept
- * 260-505 times, now 9-16 (start-up included); means of 12 alternating
- * runs 0.244 -> 0.211 us one-way (worst run 0.75 -> 0.52). */
+ * 260-505 times, now 9-16 (start-up included); the median of 12
+ * alternating runs' means 0.244 -> 0.211 us one-way (worst run 0.75 ->
+ * 0.52). */
 #define NX_RECV_SPIN_NS 1000000ull
 /* How long such a receive polls, given the engine's spin (nx_ep_spin_ns):
  * NX_RECV_SPIN_NS unless ranks share CPUs here or NEXAR_SPIN_US says. */
