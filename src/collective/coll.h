@@ -206,7 +206,9 @@ enum {
                     * elements (a vector's, or each block's) each, through the
                     * buffers */
   NX_SEG_BCAST,    /* a small broadcast through its root's ring (cseg.h) */
-  NX_SEG_STREAM,   /* a large broadcast streamed through its root's buffer */
+  NX_SEG_STREAM,   /* streamed through its writers' buffers (segchoice.c, streamed);
+                    * between two ranks the copies may take single copy instead,
+                    * call by call (nx_segcoll_either) */
 };
 /* Pure (every rank of a well-formed call chooses the same); the caller keeps
  * the answer in j->seg. (segchoice.c) */
@@ -227,5 +229,16 @@ int nx_segcoll_nowait(const nx_job *j);
  * the other paths never read it); decided by the most any rank publishes,
  * so alike on every rank. Pure. */
 int nx_segcoll_inline(const nx_job *j);
+/* Does the streamed job j choose at run time between streaming and single
+ * copy (two ranks, single copy allowed)? Then nx_segcoll_decider's rank
+ * picks the way by the times it measured (proto/pick.h) and says which in
+ * its arrival. Pure. */
+int nx_segcoll_either(const nx_job *j);
+/* The rank that decides for such a job: one that reads the other's data,
+ * so its time is the whole transfer's. Pure. */
+uint32_t nx_segcoll_decider(const nx_job *j);
+/* Tests only: the way such jobs take, -1 measured (the default), 0
+ * streamed, 1 single copy, 2 each in turn. Read by the deciding rank alone. */
+extern int nx_segcoll_force_way;
 
 #endif

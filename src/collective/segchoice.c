@@ -129,7 +129,10 @@ static int chunks(const nx_job *j, uint32_t n) {
  * root copies its own block too, which single copy does while the reader
  * reads: streamed only up to NX_CSEG_SCATTER_STREAM_MAX a rank (64 KiB
  * in all 5.5-6.0 -> 1.9-3.1 us, 256 KiB 8.6-9.1 -> 6.6-7.5; 1 MiB
- * 21.4-21.7 against 24.6-28.2 streamed). Pure. */
+ * 21.4-21.7 against 24.6-28.2 streamed). Between two ranks these measured
+ * in the machine's faster state; in its other streaming is five times
+ * slower, so there each call may take single copy instead
+ * (nx_segcoll_either). Pure. */
 static int streamed(const nx_job *j, uint32_t n) {
   size_t blk = j->count * j->es;
   if (blk <= NX_CSEG_STREAM_MIN || blk / NX_CSEG_PIECE >= UINT32_MAX) return 0;
@@ -167,6 +170,37 @@ int nx_segcoll_eligible(const nx_job *j) {
                 j->kind == NX_COLL_REDUCE_SCATTER;
   return !reduces || reads <= NX_CSEG_REDUCE_MAX ? NX_SEG_BUFFERS : NX_SEG_NONE;
 }
+
+/* Between two ranks, the streamed copies (and broadcast) may read by
+ * single copy instead: which is faster depends on where the two CPUs are
+ * at the moment, so the decider measures both (proto/pick.h). This VM, 2
+ * vCPUs of an AMD EPYC, has two such states, and a process keeps its
+ * state for seconds: all_to_all of 1 MiB a rank (a test program
+ * alternating the two ways call by call, medians of 80 calls, 14 runs)
+ * took 69-73 us streamed and 102-104 by single copy where a one-way
+ * ping-pong of 8 B took 0.15-0.19 us, and 454-595 streamed against
+ * 103-191 by single copy where it took 0.37-0.44 (64 KiB 34 against 8, 16
+ * MiB 8-10.6 ms against 4.7-5.4). A program of its own on a shared mapping
+ * showed why: a reader of lines its writer just wrote takes each from the
+ * writer's cache, and that is five times slower in the second state; lines
+ * written long before (single copy's source) are not. */
+int nx_segcoll_either(const nx_job *j) {
+  return j->seg == NX_SEG_STREAM && j->c->size == 2 && j->c->cseg->cma;
+}
+
+uint32_t nx_segcoll_decider(const nx_job *j) {
+  switch (j->kind) {
+  case NX_COLL_GATHER:
+    return j->root;
+  case NX_COLL_SCATTER:
+  case NX_COLL_BROADCAST:
+    return j->root ^ 1;
+  default:
+    return 0;
+  }
+}
+
+int nx_segcoll_force_way = -1;
 
 int nx_segcoll_inline(const nx_job *j) {
   return j->seg == NX_SEG_BUFFERS && nx_segcoll_published(j, j->c->size, 1) <= NX_CSEG_INLINE;

@@ -162,14 +162,15 @@ static int check_pending(segop *o, uint64_t upto, uint32_t *who) {
   return 1;
 }
 
-/* A word of rank r that no rank following the protocol writes: r is
- * dropped (PROTOCOL), and this collective fails with that cause. */
-static int impossible(const segop *o, uint32_t r) {
+/* A word of rank r that no rank following the protocol writes (what: an
+ * impossible sequence, or way): r is dropped (PROTOCOL), and this
+ * collective fails with that cause. */
+static int impossible(const segop *o, uint32_t r, const char *what) {
   nx_ep *ep = o->j->c->ep;
   const char *name = nx_job_name(o->j);
   unsigned long long seq = (unsigned long long)o->seq, id = (unsigned long long)o->j->c->id;
   char why[160];
-  snprintf(why, sizeof why, "shared-memory collective segment: impossible sequence from rank %u",
+  snprintf(why, sizeof why, "shared-memory collective segment: impossible %s from rank %u", what,
            r);
   int rc = nx_fail(NEXAR_ERR_PROTOCOL, "%s #%llu on comm %llu: %s", name, seq, id, why);
   nx_coll_fail(o->j->k, rc); /* the cause here, not the loss it causes */
@@ -221,9 +222,10 @@ static int arrived(void *arg, uint32_t *who) {
       *who = r;
       return 0;
     }
-    if (st < 0) return impossible(o, r);
+    if (st < 0) return impossible(o, r, "sequence");
     if (st == 2) return other_path(o, r, "");
     nx_cseg_sig theirs = w->arr[p].sig;
+    theirs.how = o->sig.how; /* (the decider's say, not the call's) */
     if (memcmp(&theirs, &o->sig, sizeof theirs)) return mismatch(o, o->seq, &o->sig, r, &theirs);
   }
   /* Each stored entered = seq + 1 before its arrival: the next collective's
@@ -276,7 +278,7 @@ static int bring_state(segop *o, uint32_t root, uint64_t held, uint64_t e0, uint
     *who = root;
     return 0;
   }
-  if (st < 0) return impossible(o, root);
+  if (st < 0) return impossible(o, root, "sequence");
   return other_path(o, root, " (the root)");
 }
 
@@ -608,15 +610,15 @@ static void stream_shape(const nx_cseg *s, const nx_job *j, uint32_t *pieces, ui
   *ring = (uint32_t)(s->slot / piece);
 }
 
-/* Streamed (cseg.h, NX_CSEG_PIECE), after step 1: every rank arrives; a
- * writer writes its pieces into its buffer as a ring, waiting for the
+/* Streamed (cseg.h, NX_CSEG_PIECE), once this rank arrived (checked: and
+ * saw the others' arrivals): a writer writes its pieces into its buffer as a ring, waiting for the
  * arrivals (and signatures) once the ring is full or it is done, and for
  * its readers' reading of a piece before it writes over it; a reader waits
  * for the arrivals, then copies each piece of its writer as it comes. A
  * rank that does both writes piece c, then reads piece c. It returns once
  * it wrote and read the last: its buffer is not written again before
  * every reader began the next collective (step 1). */
-static int run_stream(segop *o) {
+static int run_stream(segop *o, int checked) {
   nx_job *j = o->j;
   nx_cseg *s = o->s;
   size_t blk = j->count * j->es, piece = NX_CSEG_PIECE;
@@ -626,10 +628,8 @@ static int run_stream(segop *o) {
   uint8_t *dst, *mine = nx_cseg_buf(s, s->me, o->seq), *theirs;
   stream_ends(o, &src, &dst);
   theirs = nx_cseg_buf(s, o->from, o->seq);
-  int checked = 0, rc = 0;
+  int rc = 0;
   own_part own = src && dst ? own_parts(o) : (own_part){0};
-  nx_cseg_stream_begin(s, o->seq);
-  nx_cseg_arrive(s, o->seq, &o->sig);
   o->extra_ns = nx_spin_for_bytes(piece);
   o->extra_set = 1;
   /* writing and reading: half the ring ahead of what it reads */
@@ -669,6 +669,43 @@ static int run_stream(segop *o) {
   else
     copy_own(o);
   return 0;
+}
+
+/* A streamed job after step 1. Where nx_segcoll_either says, its decider
+ * picks the way, says which in its arrival (sig.how) and measures the call;
+ * the other rank learns it from that arrival before it writes. Single
+ * copy reads from src (run: as its publishing would). */
+static int run_either(segop *o, const void *src) {
+  nx_job *j = o->j;
+  nx_cseg *s = o->s;
+  int either = nx_segcoll_either(j), rc;
+  uint32_t dec = either ? nx_segcoll_decider(j) : 0;
+  size_t blk = j->count * j->es;
+  uint64_t t0 = 0;
+  if (either && s->me == dec) {
+    t0 = nx_now_ns();
+    int f = nx_segcoll_force_way; /* (tests) */
+    o->sig.how = (uint8_t)(f == 0 || f == 1 ? f
+                           : f == 2         ? (int)(o->seq & 1)
+                                            : nx_pick_way(&s->pick, blk));
+  }
+  nx_cseg_stream_begin(s, o->seq);
+  if (either) s->ctl[s->me].arr[o->seq % NX_CSEG_RING].addr = (uint64_t)(uintptr_t)src;
+  nx_cseg_arrive(s, o->seq, &o->sig);
+  int checked = either && s->me != dec;
+  if (checked) {
+    if ((rc = wait_on(o, arrived, "its arrival"))) return rc;
+    uint8_t how = s->ctl[dec].arr[o->seq % NX_CSEG_RING].sig.how;
+    if (how > 1) return impossible(o, dec, "way");
+    o->sig.how = how;
+  }
+  if (!o->sig.how) {
+    rc = run_stream(o, checked);
+  } else if (!(rc = wait_on(o, arrived, "its arrival"))) {
+    rc = run_single_copy(o);
+  }
+  if (!rc && t0) nx_pick_done(&s->pick, blk, o->sig.how, nx_now_ns() - t0);
+  return rc;
 }
 
 /* Our contribution (pub bytes from src) into our buffer. A reduce_scatter's
@@ -725,12 +762,12 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
     nx_cseg_back(o.s, j->seg == NX_SEG_STREAM ? stream_bytes(o.s, j) : most);
   rc = wait_on(&o, drained, "it to begin the next collective");
   if (rc) return rc; /* not arrived: nobody waits for what we would have written */
-  if (j->seg == NX_SEG_STREAM) return run_stream(&o);
-  size_t pub = c->rank == j->root ? most : nx_segcoll_published(j, c->size, 0);
   const void *src =
       j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE || j->kind == NX_COLL_BROADCAST
           ? j->buf
           : j->send;
+  if (j->seg == NX_SEG_STREAM) return run_either(&o, src);
+  size_t pub = c->rank == j->root ? most : nx_segcoll_published(j, c->size, 0);
   if (o.cma) /* where the others read it (published by the arrival) */
     o.s->ctl[c->rank].arr[o.seq % NX_CSEG_RING].addr = (uint64_t)(uintptr_t)src;
   else if (pub)

@@ -46,6 +46,12 @@
  * reader waits for the arrivals, then copies each piece of its writer as
  * it is announced and announces it in `sread`. A rank returns once it
  * wrote and read its last piece (step 1 of k + 2 keeps buffer p).
+ * Between two ranks these (and a broadcast) choose at every call between
+ * streaming and single copy: one rank decides (collective/coll.h,
+ * nx_segcoll_decider, by the times it measured) and says which in
+ * arr[i].sig.how, which the signature comparison leaves out; every rank
+ * publishes arr[i].addr too, and the other waits for the decider's
+ * arrival before it writes (a way other than 0 or 1 is PROTOCOL).
  *
  * Small broadcasts take a deeper ring instead (nx_cseg_bent): root r writes
  * broadcast k into its entry k % NX_CSEG_BDEPTH (signature, data, then
@@ -81,6 +87,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "proto/pick.h"
 #include "runtime/comm.h"
 
 /* Data bytes per rank and parity: 1 MiB, less from 16 ranks on so that a
@@ -126,7 +133,9 @@ static inline size_t nx_cseg_rchunk(uint32_t n) {
 #define NX_CSEG_GATHER_CHUNKS 4u
 
 typedef struct nx_cseg_sig {
-  uint8_t op, dtype, redop, pad;
+  uint8_t op, dtype, redop;
+  uint8_t how; /* not compared: the way a two-rank copy takes (nx_segcoll_either), said by
+                * the rank that decides; 0 elsewhere */
   uint32_t root;
   uint64_t count;
 } nx_cseg_sig;
@@ -238,6 +247,7 @@ typedef struct nx_cseg {
   uint64_t bheld[NX_CSEG_BDEPTH]; /* our entry i holds this broadcast + 1 (0 none) */
   uint64_t min_entered;           /* the least entered of the others, last read */
   int cma;                        /* every rank may read every other's memory (process_vm_readv) */
+  nx_pick pick;                   /* the two-rank copies' ways, measured where this rank decides */
   pid_t *pid;                     /* process of each rank, as its lane proved it (cma only) */
   size_t backed;                  /* bytes of each data buffer mapped in here (nx_cseg_back) */
 } nx_cseg;

@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "collective/coll.h"
 #include "core/common.h"
 #include "runtime/coll_port.h"
 #include "runtime/comm.h"
@@ -347,17 +348,35 @@ static void bcast_ring(nexar_client *c, uint32_t me) {
  * the message path (non-blocking). */
 /* The collective just finished streamed on this rank: what it wrote (how 0)
  * or read (2), or both (1), is its last piece in its words of the
- * collective's parity. */
-static void stream_check(nexar_client *c, uint32_t me, int how, uint32_t pieces, const char *what) {
+ * collective's parity. Between two ranks it may have taken single copy
+ * instead (collective/segchoice.c, nx_segcoll_either), as rank dec said in
+ * its arrival: then it said it left (read all), and streamed nothing. A
+ * way the test forces (nx_segcoll_force_way) is the way said. */
+static void stream_check(nexar_client *c, uint32_t me, int how, uint32_t pieces, uint32_t dec,
+                         const char *what) {
   uint64_t seq = atomic_load(&c->next_seq) - 1;
-  uint64_t w = atomic_load(&c->cseg->ctl[me].stream[seq & 1]);
-  uint64_t r = atomic_load(&c->cseg->ctl[me].sread[seq & 1]);
+  nx_cseg_ctl *mine = &c->cseg->ctl[me];
+  uint64_t w = atomic_load(&mine->stream[seq & 1]);
+  uint64_t r = atomic_load(&mine->sread[seq & 1]);
+  int way = W == 2 ? c->cseg->ctl[dec].arr[seq % NX_CSEG_RING].sig.how : 0;
+  int f = nx_segcoll_force_way;
+  if ((f == 0 || f == 1) && way != f)
+    FAIL("%s took way %d, forced %d (#%llu)", what, way, f, (unsigned long long)seq);
+  if (f == 2 && way != (int)(seq & 1))
+    FAIL("%s took way %d at #%llu, forced each in turn", what, way, (unsigned long long)seq);
+  if (way) {
+    if (w || r || atomic_load(&mine->left) != seq + 1)
+      FAIL("%s did not take single copy (words %llu %llu, left %llu at #%llu)", what,
+           (unsigned long long)w, (unsigned long long)r,
+           (unsigned long long)atomic_load(&mine->left), (unsigned long long)seq);
+    return;
+  }
   if ((how < 2 && w != pieces) || (how > 0 && r != pieces))
     FAIL("%s of %u pieces did not stream (words %llu %llu at #%llu)", what, pieces,
          (unsigned long long)w, (unsigned long long)r, (unsigned long long)seq);
 }
 
-static void stream_colls(nexar_client *c, uint32_t me) {
+static void stream_ways(nexar_client *c, uint32_t me) {
   const size_t piece = NX_CSEG_PIECE, ring = nx_cseg_slot(W) / piece;
   const size_t sizes[] = {NX_CSEG_STREAM_MIN + 1,
                           piece - 1,
@@ -380,7 +399,8 @@ static void stream_colls(nexar_client *c, uint32_t me) {
       for (size_t i = 0; i < n; i++)
         if (b[i] != (uint8_t)(i * 13 + k + root))
           FAIL("streamed broadcast of %zu from %u: byte %zu", n, root, i);
-      stream_check(c, me, me == root ? 0 : 2, (uint32_t)((n + piece - 1) / piece), "broadcast");
+      stream_check(c, me, me == root ? 0 : 2, (uint32_t)((n + piece - 1) / piece), root ^ 1,
+                   "broadcast");
     }
   /* two ranks: all_gather (also in place), all_to_all, gather and scatter
    * stream each rank's part through its own buffer, both ways at once */
@@ -401,7 +421,7 @@ static void stream_colls(nexar_client *c, uint32_t me) {
         for (size_t i = 0; i < 2 * n; i++)
           if (y[i] != (uint8_t)((i / n) * 101 + (i % n) * 7 + k))
             FAIL("streamed all_gather of %zu (in place %d): byte %zu", n, in_place, i);
-        stream_check(c, me, 1, pieces, "all_gather");
+        stream_check(c, me, 1, pieces, 0, "all_gather");
       }
       for (size_t i = 0; i < 2 * n; i++)
         x[i] = (uint8_t)(me * 53 + i * 3 + k);
@@ -410,7 +430,7 @@ static void stream_colls(nexar_client *c, uint32_t me) {
         for (size_t i = 0; i < n; i++)
           if (y[r * n + i] != (uint8_t)(r * 53 + (me * n + i) * 3 + k))
             FAIL("streamed all_to_all of %zu: block %u byte %zu", n, r, i);
-      stream_check(c, me, 1, pieces, "all_to_all");
+      stream_check(c, me, 1, pieces, 0, "all_to_all");
       for (uint32_t root = 0; root < 2; root++) {
         for (size_t i = 0; i < n; i++)
           x[i] = (uint8_t)(me * 11 + i + root);
@@ -420,7 +440,7 @@ static void stream_colls(nexar_client *c, uint32_t me) {
         for (size_t i = 0; me == root && i < 2 * n; i++)
           if (y[i] != (uint8_t)((i / n) * 11 + i % n + root))
             FAIL("streamed gather of %zu to %u: byte %zu", n, root, i);
-        stream_check(c, me, me == root ? 2 : 0, pieces, "gather");
+        stream_check(c, me, me == root ? 2 : 0, pieces, root, "gather");
         for (size_t i = 0; i < 2 * n; i++)
           x[i] = (uint8_t)(root * 29 + i);
         memset(y, 0xee, n);
@@ -430,7 +450,7 @@ static void stream_colls(nexar_client *c, uint32_t me) {
           if (y[i] != (uint8_t)(root * 29 + me * n + i))
             FAIL("scatter of %zu from %u: byte %zu", n, root, i);
         if (n <= NX_CSEG_SCATTER_STREAM_MAX)
-          stream_check(c, me, me == root ? 0 : 2, pieces, "scatter");
+          stream_check(c, me, me == root ? 0 : 2, pieces, root ^ 1, "scatter");
       }
     }
     /* both ways at once, the same findings: counts past the ring, another
@@ -486,6 +506,18 @@ static void stream_colls(nexar_client *c, uint32_t me) {
     FAIL("streamed broadcast against non-blocking readers: %s", nexar_strerror(rc));
   after_late(c, me, 0, a, "streamed broadcast against non-blocking readers");
   free(b);
+}
+
+/* All of stream_ways; between two ranks once for each way they may take:
+ * forced streamed, forced single copy, each in turn, then as measured. */
+static void stream_colls(nexar_client *c, uint32_t me) {
+  const int ways[] = {0, 1, 2, -1};
+  for (int k = W == 2 ? 0 : 3; k < 4; k++) {
+    pthread_barrier_wait(&g_bar);
+    if (me == 0) nx_segcoll_force_way = ways[k];
+    pthread_barrier_wait(&g_bar);
+    stream_ways(c, me);
+  }
 }
 
 /* The communicator's collective segment: every blocking collective at

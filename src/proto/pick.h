@@ -1,0 +1,46 @@
+/* Choosing between two ways of doing the same thing by the times they
+ * took, per size class: a collective between two ranks on one host either
+ * streams through a shared buffer or is read by single copy
+ * (collective/segchoice.c, nx_segcoll_either), and which is faster depends
+ * on where the hypervisor put the two CPUs at the moment, by a factor of
+ * five either way.
+ *
+ * Each class keeps a smoothed time per MiB for each way. It takes the way
+ * whose time is lower and tries the other after NX_PICK_EVERY_MIN of its
+ * calls; each try that loses doubles that wait, up to NX_PICK_EVERY_MAX,
+ * so a loser costs little and a change of the machine is found within a
+ * few hundred calls.
+ *
+ * Pure: the caller measures and reports. Not thread-safe: one thread at a
+ * time uses a given nx_pick. */
+#ifndef NX_PROTO_PICK_H
+#define NX_PROTO_PICK_H
+
+#include <stdint.h>
+
+/* Classes by the power of two of the bytes, from 1 KiB (class 0) up; the
+ * last holds all larger sizes. */
+#define NX_PICK_CLASSES 16u
+#define NX_PICK_EVERY_MIN 16u
+#define NX_PICK_EVERY_MAX 1024u
+
+typedef struct nx_pick_class {
+  uint64_t est[2]; /* smoothed ns per MiB of each way; 0: not measured yet */
+  uint32_t since;  /* calls since the other way was last tried */
+  uint32_t every;  /* try the other way after this many calls */
+  uint8_t best;    /* the way taken */
+} nx_pick_class;
+
+typedef struct nx_pick {
+  nx_pick_class c[NX_PICK_CLASSES];
+} nx_pick;
+
+/* An nx_pick that has measured nothing (as zeroed memory is, too). */
+void nx_pick_init(nx_pick *p);
+/* The way (0 or 1) to take for a call of `bytes`: each way once first,
+ * then the faster, and the other at times. */
+int nx_pick_way(nx_pick *p, uint64_t bytes);
+/* A call of `bytes` taken `way` took ns. */
+void nx_pick_done(nx_pick *p, uint64_t bytes, int way, uint64_t ns);
+
+#endif
