@@ -3,7 +3,7 @@
  * libnexar rank (shm_proc_test.sh): what a process of the same user, or root,
  * could do to the rings.
  *
- *   shm_forger PID MS [ring|coll|bcast]
+ *   shm_forger PID MS [ring|coll|bcast|how]
  *
  * ring (default): finds PID's mappings of "/memfd:nexar-shm" (/proc/PID/maps),
  * opens each through /proc/PID/map_files (root only) and, for MS
@@ -19,6 +19,10 @@
  * runtime/cseg.h): every rank's four arrival words (control blocks of 320 bytes
  * from 4096, the rank count at byte 24 of the header) claim a sequence far
  * ahead, which no rank that follows the protocol can write.
+ * how: the same arrivals' way byte (nx_cseg_sig.how: byte 3 of the
+ * signature, 8 bytes into each 64-byte arrival), which a two-rank copy's
+ * decider sets to 0 or 1: 0xff, without pause (a reader reads it a few
+ * microseconds after the decider wrote it).
  * Exit 0 having forged at least one segment, 77 if none could be opened (not
  * root: skip).
  */
@@ -44,7 +48,8 @@ static double now_ms(void) {
 int main(int argc, char **argv) {
   if (argc != 3 && argc != 4) return 64;
   int bcast = argc == 4 && !strcmp(argv[3], "bcast");
-  int coll = bcast || (argc == 4 && !strcmp(argv[3], "coll"));
+  int how = argc == 4 && !strcmp(argv[3], "how");
+  int coll = bcast || how || (argc == 4 && !strcmp(argv[3], "coll"));
   const char *name = coll ? "/memfd:nexar-cseg" : "/memfd:nexar-shm";
   char path[128];
   snprintf(path, sizeof path, "/proc/%s/maps", argv[1]);
@@ -86,6 +91,11 @@ int main(int argc, char **argv) {
         }
         for (uint32_t r = 0; r < ranks && 4096 + (r + 1) * CTL <= len[i]; r++) {
           volatile uint64_t *arrive = (volatile uint64_t *)(seg[i] + 4096 + CTL * r);
+          if (how) {
+            for (int a = 0; a < 4; a++)
+              *((volatile uint8_t *)arrive + 64 * a + 8 + 3) = 0xff;
+            continue;
+          }
           arrive[0] = arrive[1] = arrive[2] = arrive[3] = 1ull << 40;
         }
         continue;
@@ -97,7 +107,7 @@ int main(int argc, char **argv) {
         ctl[0] = ctl[8] + 4096; /* tail: a record published where the reader is */
       }
     }
-    usleep(1000);
+    if (!how) usleep(1000);
   }
   printf("shm_forger: forged %zu segment(s) of pid %s\n", n, argv[1]);
   return 0;

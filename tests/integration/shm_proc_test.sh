@@ -134,16 +134,16 @@ if start 3 coll; then
   wait "${W[1]}" 2>/dev/null
 fi
 
-# forge_case NAME MODE PATTERN WHAT: 3 ranks in the coll loop, the forger
-# writes into rank 1's collective segment (MODE), every rank must exit 0
-# and some log must show PATTERN (the forged words refused).
+# forge_case NAME MODE PATTERN WHAT [N]: N (3) ranks in the coll loop, the
+# forger writes into rank 1's collective segment (MODE), every rank must
+# exit 0 and some log must show PATTERN (the forged words refused).
 forge_case() {
-  local name=$1 mode=$2 pattern=$3 what=$4 frc rc i
-  if start 3 coll; then
+  local name=$1 mode=$2 pattern=$3 what=$4 n=${5:-3} frc rc i
+  if start "$n" coll; then
     sleep 0.3
     "$FORGER" "$(pid_of 1)" 500 "$mode"
     frc=$?
-    for i in 0 1 2; do
+    for ((i = 0; i < n; i++)); do
       wait "${W[$i]}"
       rc=$?
       [ $rc = 0 ] || { echo "FAIL $name: rank $i exit $rc"; grep -v DEBUG "$D/w$i" | tail -5; FAILED=1; }
@@ -152,11 +152,11 @@ forge_case() {
       echo "skip $name: the segment could not be opened from outside (not root)"
     elif [ $frc != 0 ]; then
       echo "FAIL $name: forger exit $frc"; FAILED=1
-    elif ! grep -q "$pattern" "$D"/w0 "$D"/w1 "$D"/w2; then
+    elif ! cat "$D"/w[0-9] | grep -q "$pattern"; then
       echo "FAIL $name: no rank refused the forged $what"
-      grep -h 'failed with' "$D"/w0 "$D"/w1 "$D"/w2 | cut -c1-200; FAILED=1
+      cat "$D"/w[0-9] | grep 'failed with' | cut -c1-200; FAILED=1
     else
-      grep -h 'failed with' "$D"/w0 "$D"/w1 "$D"/w2 | cut -c1-160 | sed 's/^/    /'
+      cat "$D"/w[0-9] | grep 'failed with' | cut -c1-160 | sed 's/^/    /'
     fi
   fi
 }
@@ -164,6 +164,8 @@ echo "=== coll_forge: a third process writes impossible arrivals into the collec
 forge_case coll_forge coll "failed with PROTOCOL .*impossible sequence" arrivals
 echo "=== coll_forge_ring: a third process writes impossible sequences into the small-broadcast entries"
 forge_case coll_forge_ring bcast "small broadcast .*failed with PROTOCOL .*impossible sequence" entries
+echo "=== coll_forge_how: a third process writes an impossible way into two ranks' arrivals"
+forge_case coll_forge_how how "failed with PROTOCOL .*impossible way" "ways" 2
 unset NEXAR_DEBUG
 
 # bind_check MODE: 2 ranks; with a CPU each (auto, as core), their main
