@@ -175,15 +175,15 @@ int nx_segcoll_eligible(const nx_job *j) {
  * single copy instead: which is faster depends on where the two CPUs are
  * at the moment, so the decider measures both (proto/pick.h). This VM, 2
  * vCPUs of an AMD EPYC, has two such states, and a process keeps its
- * state for seconds: all_to_all of 1 MiB a rank (a test program
- * alternating the two ways call by call, medians of 80 calls, 14 runs)
- * took 69-73 us streamed and 102-104 by single copy where a one-way
- * ping-pong of 8 B took 0.15-0.19 us, and 454-595 streamed against
- * 103-191 by single copy where it took 0.37-0.44 (64 KiB 34 against 8, 16
- * MiB 8-10.6 ms against 4.7-5.4). A program of its own on a shared mapping
- * showed why: a reader of lines its writer just wrote takes each from the
- * writer's cache, and that is five times slower in the second state; lines
- * written long before (single copy's source) are not. */
+ * state for seconds. all_to_all, a test program alternating the two ways
+ * call by call (medians of 60 calls a size, 20 runs): in runs where a
+ * one-way 8 B ping-pong took 0.15-0.19 us, 1 MiB a rank took 69-73 us
+ * streamed and 102-104 by single copy; where it took 0.37-0.44, 493-595
+ * against 107-191 (64 KiB 34-45 against 8-14 us, 16 MiB 6.0-10.6 against
+ * 4.7-6.9 ms). bench/dirty_lines.c shows why without the library: a
+ * reader of lines its writer has just written takes each from the
+ * writer's cache, five times slower in the second state; lines written
+ * long before (single copy's source) are not. */
 int nx_segcoll_either(const nx_job *j) {
   return j->seg == NX_SEG_STREAM && j->c->size == 2 && j->c->cseg->cma;
 }

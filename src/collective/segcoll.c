@@ -8,7 +8,7 @@
  * rank's buffer, collectives that only copy read the owners' buffers
  * themselves (single copy, process_vm_readv), and a broadcast above 16 KiB
  * streams through its root's buffer, root and readers copying at once
- * (run_stream). Which way a call goes: segchoice.c.
+ * (segstream.c). Which way a call goes: segchoice.c.
  *
  * Setup (agreeing on a segment, at fixed points of the order): segsetup.c.
  *
@@ -27,6 +27,7 @@
 
 #include "collective/algo.h"
 #include "collective/coll.h"
+#include "collective/segop.h"
 #include "reduce/reduce.h"
 #include "runtime/comm.h"
 #include "runtime/cseg.h"
@@ -34,32 +35,17 @@
 
 /* ----------------------------------------------------------------- run */
 
-typedef struct segop {
-  nx_job *j;
-  nx_cseg *s;
-  uint64_t seq;
-  nx_cseg_sig sig;
-  uint32_t next;     /* the first rank not yet seen */
-  int cma;           /* single copy */
-  int inl;           /* contributions inline in the arrivals (NX_CSEG_INLINE) */
-  uint32_t need;     /* streamed: pieces a wait waits for */
-  uint32_t from;     /* streamed: the rank whose pieces we read */
-  uint64_t extra_ns; /* the others' copies of their parts take this long */
-  int extra_set;     /* extra_ns found (wait_on) */
-  uint32_t looks;    /* a waiter's looks that found nothing (NX_CSEG_PAST_EVERY) */
-} segop;
-
 /* A waiter that finds no word of seq yet looks whether the rank went past
  * seq another way only at every NX_CSEG_PAST_EVERY-th look: that reads its
  * entered and msg words, whose line it stores at every call, and each read
  * takes the line from it, so that its next store waits for it to come back
  * (harness all_reduce 8 B n = 2, 8 alternating runs: 0.400 -> 0.381 us). */
-static int look_past(segop *o) {
+static int look_past(nx_segop *o) {
   return (++o->looks % NX_CSEG_PAST_EVERY) == 0;
 }
 
 /* Where rank r's contribution to o is: its arrival's line, or buffer p. */
-static uint8_t *pbuf(const segop *o, uint32_t r) {
+static uint8_t *pbuf(const nx_segop *o, uint32_t r) {
   return o->inl ? o->s->ctl[r].arr[o->seq % NX_CSEG_RING].data : nx_cseg_buf(o->s, r, o->seq);
 }
 
@@ -68,7 +54,7 @@ static uint8_t *pbuf(const segop *o, uint32_t r) {
  * only a wait needs (that time, the timeout, the name for its errors) is
  * found once pred is not true at once: most small collectives never
  * wait. Its looks are gap_ns apart at least while it spins. */
-static int wait_gap(segop *o, int (*pred)(void *arg, uint32_t *who), uint64_t gap_ns,
+static int wait_gap(nx_segop *o, int (*pred)(void *arg, uint32_t *who), uint64_t gap_ns,
                     const char *step) {
   uint32_t who = 0;
   int rc = pred(o, &who);
@@ -81,11 +67,11 @@ static int wait_gap(segop *o, int (*pred)(void *arg, uint32_t *who), uint64_t ga
   return nx_cseg_wait(o->s, j->k, pred, o, o->extra_ns, gap_ns, nx_coll_timeout_ms(j->k),
                       nx_job_name(j), step);
 }
-static int wait_on(segop *o, int (*pred)(void *arg, uint32_t *who), const char *step) {
+int nx_segop_wait(nx_segop *o, int (*pred)(void *arg, uint32_t *who), const char *step) {
   return wait_gap(o, pred, 0, step);
 }
 
-static int mismatch(const segop *o, uint64_t k, const nx_cseg_sig *ours, uint32_t r,
+static int mismatch(const nx_segop *o, uint64_t k, const nx_cseg_sig *ours, uint32_t r,
                     const nx_cseg_sig *theirs) {
   char mine[96], other[96], late[48] = "";
   nx_coll_describe(mine, sizeof mine, ours->op, ours->dtype, ours->redop, ours->root, ours->count);
@@ -133,7 +119,7 @@ static void push_pending(nx_cseg *s, uint64_t seq, _Atomic uint64_t *ack) {
  * must be set. 1 all checked, 0 a rank has not begun the next yet (*who),
  * < 0 what was wrong. The rank that did not take it is told, as it may be
  * waiting for our frames on the message path. */
-static int check_pending(segop *o, uint64_t upto, uint32_t *who) {
+static int check_pending(nx_segop *o, uint64_t upto, uint32_t *who) {
   nx_cseg *s = o->s;
   while (s->npend) {
     nx_cseg_pend *q = &s->pend[s->pend_at % NX_CSEG_PEND];
@@ -165,7 +151,7 @@ static int check_pending(segop *o, uint64_t upto, uint32_t *who) {
 /* A word of rank r that no rank following the protocol writes (what: an
  * impossible sequence, or way): r is dropped (PROTOCOL), and this
  * collective fails with that cause. */
-static int impossible(const segop *o, uint32_t r, const char *what) {
+int nx_segop_impossible(const nx_segop *o, uint32_t r, const char *what) {
   nx_ep *ep = o->j->c->ep;
   const char *name = nx_job_name(o->j);
   unsigned long long seq = (unsigned long long)o->seq, id = (unsigned long long)o->j->c->id;
@@ -183,7 +169,7 @@ static int impossible(const segop *o, uint32_t r, const char *what) {
 
 /* MISMATCH: rank r, whose words we read, went past o's collective without
  * taking it through the segment as we do. */
-static int other_path(const segop *o, uint32_t r, const char *role) {
+static int other_path(const nx_segop *o, uint32_t r, const char *role) {
   return nx_fail(NEXAR_ERR_MISMATCH,
                  "collective #%llu on comm %llu: rank %u called %s (blocking), rank %u%s took "
                  "another path for it (another collective, other arguments, a non-blocking "
@@ -192,8 +178,8 @@ static int other_path(const segop *o, uint32_t r, const char *role) {
                  nx_job_name(o->j), r, role);
 }
 
-static int arrived(void *arg, uint32_t *who) {
-  segop *o = arg;
+int nx_segop_arrived(void *arg, uint32_t *who) {
+  nx_segop *o = arg;
   nx_cseg *s = o->s;
   unsigned p = (unsigned)(o->seq % NX_CSEG_RING);
   for (; o->next < s->n; o->next++) {
@@ -222,7 +208,7 @@ static int arrived(void *arg, uint32_t *who) {
       *who = r;
       return 0;
     }
-    if (st < 0) return impossible(o, r, "sequence");
+    if (st < 0) return nx_segop_impossible(o, r, "sequence");
     if (st == 2) return other_path(o, r, "");
     nx_cseg_sig theirs = w->arr[p].sig;
     theirs.how = o->sig.how; /* (the decider's say, not the call's) */
@@ -236,7 +222,7 @@ static int arrived(void *arg, uint32_t *who) {
 }
 
 static int drained(void *arg, uint32_t *who) {
-  segop *o = arg;
+  nx_segop *o = arg;
   nx_cseg *s = o->s;
   uint64_t last = s->last_arrive[o->seq & 1]; /* seq + 1 of our last arrival on this parity */
   if (last && !others_began(s, last + 1, who)) return 0;
@@ -259,7 +245,7 @@ static uint64_t bent_need(const nx_cseg *s, uint64_t k) {
  * the readers' words if need be); what we left unchecked there (and
  * before) is checked first. */
 static int bring_free(void *arg, uint32_t *who) {
-  segop *o = arg;
+  nx_segop *o = arg;
   nx_cseg *s = o->s;
   uint64_t need = bent_need(s, o->seq);
   if (need && !others_began(s, need, who)) return 0;
@@ -268,7 +254,7 @@ static int bring_free(void *arg, uint32_t *who) {
 
 /* Small broadcast, reader (bring_ready): the root's entry does not hold
  * seq; e0, its entered, was read before held. */
-static int bring_state(segop *o, uint32_t root, uint64_t held, uint64_t e0, uint32_t *who) {
+static int bring_state(nx_segop *o, uint32_t root, uint64_t held, uint64_t e0, uint32_t *who) {
   nx_cseg_ctl *w = &o->s->ctl[root];
   uint64_t mv = atomic_load(&w->msg);
   uint64_t av = atomic_load(&w->arr[o->seq % NX_CSEG_RING].arrive);
@@ -278,13 +264,13 @@ static int bring_state(segop *o, uint32_t root, uint64_t held, uint64_t e0, uint
     *who = root;
     return 0;
   }
-  if (st < 0) return impossible(o, root, "sequence");
+  if (st < 0) return nx_segop_impossible(o, root, "sequence");
   return other_path(o, root, " (the root)");
 }
 
 /* Small broadcast, reader: the root's entry of seq, with our signature. */
 static int bring_ready(void *arg, uint32_t *who) {
-  segop *o = arg;
+  nx_segop *o = arg;
   nx_cseg *s = o->s;
   uint32_t root = o->j->root;
   nx_cseg_ctl *w = &s->ctl[root];
@@ -316,7 +302,7 @@ static void prefetch_free(nx_cseg *s, uint64_t seq) {
     nx_prefetch_write(nx_cseg_bentry(s, s->me, k));
 }
 
-static int run_bcast(segop *o) {
+static int run_bcast(nx_segop *o) {
   nx_job *j = o->j;
   nx_cseg *s = o->s;
   size_t blk = j->count * j->es;
@@ -330,7 +316,7 @@ static int run_bcast(segop *o) {
     prefetch_free(s, o->seq + 1);
     return 0;
   }
-  int rc = wait_on(o, bring_ready, "the root's broadcast");
+  int rc = nx_segop_wait(o, bring_ready, "the root's broadcast");
   if (rc) return rc;
   nx_cseg_bent *e = nx_cseg_bentry(s, j->root, o->seq);
   if (blk) memcpy(j->buf, e->data, blk);
@@ -345,7 +331,7 @@ static int run_bcast(segop *o) {
 
 /* Single copy: every other rank has read what it needed of our buffer. */
 static int all_left(void *arg, uint32_t *who) {
-  segop *o = arg;
+  nx_segop *o = arg;
   nx_cseg *s = o->s;
   for (; o->next < s->n; o->next++)
     if (o->next != s->me &&
@@ -357,7 +343,7 @@ static int all_left(void *arg, uint32_t *who) {
 }
 
 /* Single copy: len bytes at offset off of rank r's published buffer. */
-static int read_from(const segop *o, uint32_t r, void *to, size_t off, size_t len) {
+static int read_from(const nx_segop *o, uint32_t r, void *to, size_t off, size_t len) {
   const nx_cseg *s = o->s;
   uint64_t at = s->ctl[r].arr[o->seq % NX_CSEG_RING].addr;
   if (!len) return 0;
@@ -366,33 +352,20 @@ static int read_from(const segop *o, uint32_t r, void *to, size_t off, size_t le
   return nx_cseg_read(s->pid[r], to, at + off, len);
 }
 
-/* Our own block of an all_gather or all_to_all, where it does not overlap
- * what it is copied to (an in-place call copies nothing, a partial overlap
- * needs copy_own's memmove); to == NULL otherwise. A streamed reader
- * copies it a piece at a time while the writer's next piece is not there
- * yet, so that its waits do that work (harness n = 2, 3 alternating runs
- * against copying it at the end: all_gather 4 MiB 186 -> 178-183 us,
- * all_to_all 1 MiB 42-46 -> 42-44, 4 MiB 199-201 -> 191-199). */
-typedef struct {
-  const uint8_t *from;
-  uint8_t *to;
-  size_t len, done;
-} own_part;
-
-static own_part own_parts(const segop *o) {
+nx_own_part nx_segop_own_parts(const nx_segop *o) {
   const nx_job *j = o->j;
-  own_part w = {0};
+  nx_own_part w = {0};
   size_t blk = j->count * j->es, st = j->stride ? j->stride : blk, me = o->s->me;
   int a2a = j->kind == NX_COLL_ALL_TO_ALL;
   if (!blk || (!a2a && j->kind != NX_COLL_ALL_GATHER)) return w;
   const uint8_t *from = (const uint8_t *)j->send + (a2a ? me * blk : 0);
   uint8_t *to = (uint8_t *)j->recv + me * (a2a ? blk : st);
-  if (to + blk <= from || from + blk <= to) w = (own_part){.from = from, .to = to, .len = blk};
+  if (to + blk <= from || from + blk <= to) w = (nx_own_part){.from = from, .to = to, .len = blk};
   return w;
 }
 
 /* Up to `most` more bytes of w (all that is left: SIZE_MAX). */
-static void own_step(own_part *w, size_t most) {
+void nx_own_step(nx_own_part *w, size_t most) {
   size_t l = NX_MIN(most, w->len - w->done);
   memcpy(w->to + w->done, w->from + w->done, l);
   w->done += l;
@@ -402,10 +375,11 @@ static void own_step(own_part *w, size_t most) {
  * (unless in place): single copy does it after reading the others', a
  * stream once its own data is out (a writer's readers copy the ring's last
  * pieces meanwhile). */
-static void copy_own(const segop *o) {
-  own_part w = own_parts(o); /* all_to_all (never overlaps: validated), most all_gathers */
+void nx_segop_copy_own(const nx_segop *o) {
+  nx_own_part w =
+      nx_segop_own_parts(o); /* all_to_all (never overlaps: validated), most all_gathers */
   if (w.to) {
-    own_step(&w, SIZE_MAX);
+    nx_own_step(&w, SIZE_MAX);
     return;
   }
   nx_job *j = o->j;
@@ -427,7 +401,7 @@ static void copy_own(const segop *o) {
   }
 }
 
-static int read_all(const segop *o) {
+static int read_all(const nx_segop *o) {
   nx_job *j = o->j;
   const nx_cseg *s = o->s;
   uint32_t n = s->n, me = s->me;
@@ -454,14 +428,14 @@ static int read_all(const segop *o) {
   default:
     break;
   }
-  if (!rc) copy_own(o);
+  if (!rc) nx_segop_copy_own(o);
   if (rc == NEXAR_ERR_PROTOCOL) nx_coll_fail(j->k, rc);
   return rc;
 }
 
 /* Between two ranks a reduce_scatter's own block never enters our buffer:
  * publish leaves it out and compute reduces it straight from send. */
-static int own_from_send(const segop *o) {
+static int own_from_send(const nx_segop *o) {
   return o->j->kind == NX_COLL_REDUCE_SCATTER && o->s->n == 2;
 }
 
@@ -471,7 +445,7 @@ static int own_from_send(const segop *o) {
  * from it, which saves a copy of the vector; with two ranks so does rank 1,
  * as the kernels make a op b and b op a the same bits (NaNs canonical, min
  * and max symmetric: reduce/reduce.c). */
-static void reduce_all(const segop *o, void *dst, size_t off, size_t count, int own) {
+static void reduce_all(const nx_segop *o, void *dst, size_t off, size_t count, int own) {
   nx_job *j = o->j;
   nexar_op op = j->op == NEXAR_AVG ? NEXAR_SUM : j->op;
   size_t es = j->es;
@@ -487,7 +461,7 @@ static void reduce_all(const segop *o, void *dst, size_t off, size_t count, int 
   if (j->op == NEXAR_AVG) nx_avg_div(dst, count, j->dt, o->s->n);
 }
 
-static void compute(const segop *o) {
+static void compute(const nx_segop *o) {
   nx_job *j = o->j;
   nx_cseg *s = o->s;
   uint32_t n = s->n, me = s->me;
@@ -532,186 +506,18 @@ static void compute(const segop *o) {
  * say so, then wait until every rank has read ours (the caller may reuse
  * its buffers once we return). A rank that fails here never says it left:
  * the others hear its failure instead of returning. */
-static int run_single_copy(segop *o) {
+int nx_segop_single_copy(nx_segop *o) {
   int rc = o->j->count ? read_all(o) : 0;
   if (rc) return rc;
   nx_cseg_leave(o->s, o->seq);
   o->next = 0;
-  return wait_on(o, all_left, "it to finish reading");
-}
-
-/* Streamed, reader: our writer (o->from) wrote o->need pieces. */
-static int piece_written(void *arg, uint32_t *who) {
-  segop *o = arg;
-  /* seq's count: its arrival, which we saw, published the zero before it */
-  if (atomic_load_explicit(&o->s->ctl[o->from].stream[o->seq & 1], memory_order_acquire) >= o->need)
-    return 1;
-  *who = o->from;
-  return 0;
-}
-
-/* Streamed, writer: every other rank (each reads us) read o->need pieces. */
-static int pieces_read(void *arg, uint32_t *who) {
-  segop *o = arg;
-  nx_cseg *s = o->s;
-  for (; o->next < s->n; o->next++) {
-    if (o->next == s->me) continue;
-    if (atomic_load_explicit(&s->ctl[o->next].sread[o->seq & 1], memory_order_acquire) < o->need) {
-      *who = o->next;
-      return 0;
-    }
-  }
-  return 1;
-}
-
-/* What this rank streams (src, NULL if it only reads) and where what it
- * reads from rank o->from goes (dst, NULL if it only writes). Two ranks,
- * but for a broadcast. */
-static void stream_ends(segop *o, const uint8_t **src, uint8_t **dst) {
-  nx_job *j = o->j;
-  uint32_t me = o->s->me, other = me ^ 1;
-  size_t blk = j->count * j->es, st = j->stride ? j->stride : blk;
-  *src = NULL;
-  *dst = NULL;
-  o->from = other;
-  switch (j->kind) {
-  case NX_COLL_BROADCAST:
-    o->from = j->root;
-    if (me == j->root)
-      *src = j->buf;
-    else
-      *dst = j->buf;
-    break;
-  case NX_COLL_ALL_GATHER:
-  case NX_COLL_GATHER:
-    if (j->kind == NX_COLL_ALL_GATHER || me != j->root) *src = j->send;
-    if (j->kind == NX_COLL_ALL_GATHER || me == j->root) *dst = (uint8_t *)j->recv + other * st;
-    break;
-  case NX_COLL_SCATTER:
-    if (me == j->root)
-      *src = (const uint8_t *)j->send + other * blk;
-    else
-      *dst = j->recv;
-    break;
-  case NX_COLL_ALL_TO_ALL:
-    *src = (const uint8_t *)j->send + other * blk;
-    *dst = (uint8_t *)j->recv + other * blk;
-    break;
-  default:
-    break;
-  }
-}
-
-/* A streamed collective's pieces of NX_CSEG_PIECE bytes, and how many of
- * them its writer's buffer holds at once (the ring). */
-static void stream_shape(const nx_cseg *s, const nx_job *j, uint32_t *pieces, uint32_t *ring) {
-  size_t blk = j->count * j->es, piece = NX_CSEG_PIECE;
-  *pieces = (uint32_t)((blk + piece - 1) / piece); /* (< UINT32_MAX: segchoice.c, streamed) */
-  *ring = (uint32_t)(s->slot / piece);
-}
-
-/* Streamed (cseg.h, NX_CSEG_PIECE), once this rank arrived (checked: and
- * saw the others' arrivals): a writer writes its pieces into its buffer as a ring, waiting for the
- * arrivals (and signatures) once the ring is full or it is done, and for
- * its readers' reading of a piece before it writes over it; a reader waits
- * for the arrivals, then copies each piece of its writer as it comes. A
- * rank that does both writes piece c, then reads piece c. It returns once
- * it wrote and read the last: its buffer is not written again before
- * every reader began the next collective (step 1). */
-static int run_stream(segop *o, int checked) {
-  nx_job *j = o->j;
-  nx_cseg *s = o->s;
-  size_t blk = j->count * j->es, piece = NX_CSEG_PIECE;
-  uint32_t pieces, ring;
-  stream_shape(s, j, &pieces, &ring);
-  const uint8_t *src;
-  uint8_t *dst, *mine = nx_cseg_buf(s, s->me, o->seq), *theirs;
-  stream_ends(o, &src, &dst);
-  theirs = nx_cseg_buf(s, o->from, o->seq);
-  int rc = 0;
-  own_part own = src && dst ? own_parts(o) : (own_part){0};
-  o->extra_ns = nx_spin_for_bytes(piece);
-  o->extra_set = 1;
-  /* writing and reading: half the ring ahead of what it reads */
-  uint32_t lead = dst ? (ring + 1) / 2 : pieces, wrote = 0;
-  for (uint32_t c = 0; c < pieces || (src && wrote < pieces); c++) {
-    for (; src && wrote < pieces && wrote < c + lead; wrote++) {
-      size_t off = (size_t)wrote * piece, len = NX_MIN(piece, blk - off);
-      if (wrote >= ring) {
-        o->next = 0;
-        if (!checked++ && (rc = wait_on(o, arrived, "its arrival"))) return rc;
-        o->next = 0;
-        o->need = wrote - ring + 1;
-        if ((rc = wait_on(o, pieces_read, "it to read a piece"))) return rc;
-      }
-      memcpy(mine + (size_t)(wrote % ring) * piece, src + off, len);
-      nx_cseg_stream(s, 0, o->seq, wrote + 1);
-    }
-    if (dst && c < pieces) {
-      size_t off = (size_t)c * piece, len = NX_MIN(piece, blk - off);
-      o->next = 0;
-      if (!checked++ && (rc = wait_on(o, arrived, "its arrival"))) return rc;
-      o->need = c + 1;
-      uint32_t who;
-      if (own.to && !piece_written(o, &who)) own_step(&own, piece);
-      if ((rc = wait_on(o, piece_written, "its writer's next piece"))) return rc;
-      memcpy(dst + off, theirs + (size_t)(c % ring) * piece, len);
-      nx_cseg_stream(s, 1, o->seq, c + 1);
-    }
-    if (!dst && wrote >= pieces) break;
-  }
-  o->next = 0;
-  if (!checked && (rc = wait_on(o, arrived, "its arrival"))) return rc;
-  /* the rest of our own block: own_step resumes the copy the waits began;
-   * where the block overlaps (memmove) or is in place, copy_own does it */
-  if (own.to)
-    own_step(&own, SIZE_MAX);
-  else
-    copy_own(o);
-  return 0;
-}
-
-/* A streamed job after step 1. Where nx_segcoll_either says, its decider
- * picks the way, says which in its arrival (sig.how) and measures the call;
- * the other rank learns it from that arrival before it writes. Single
- * copy reads from src (run: as its publishing would). */
-static int run_either(segop *o, const void *src) {
-  nx_job *j = o->j;
-  nx_cseg *s = o->s;
-  int either = nx_segcoll_either(j), rc;
-  uint32_t dec = either ? nx_segcoll_decider(j) : 0;
-  size_t blk = j->count * j->es;
-  uint64_t t0 = 0;
-  if (either && s->me == dec) {
-    t0 = nx_now_ns();
-    int f = nx_segcoll_force_way; /* (tests) */
-    o->sig.how = (uint8_t)(f == 0 || f == 1 ? f
-                           : f == 2         ? (int)(o->seq & 1)
-                                            : nx_pick_way(&s->pick, blk));
-  }
-  nx_cseg_stream_begin(s, o->seq);
-  if (either) s->ctl[s->me].arr[o->seq % NX_CSEG_RING].addr = (uint64_t)(uintptr_t)src;
-  nx_cseg_arrive(s, o->seq, &o->sig);
-  int checked = either && s->me != dec;
-  if (checked) {
-    if ((rc = wait_on(o, arrived, "its arrival"))) return rc;
-    uint8_t how = s->ctl[dec].arr[o->seq % NX_CSEG_RING].sig.how;
-    if (how > 1) return impossible(o, dec, "way");
-    o->sig.how = how;
-  }
-  if (!o->sig.how) {
-    rc = run_stream(o, checked);
-  } else if (!(rc = wait_on(o, arrived, "its arrival"))) {
-    rc = run_single_copy(o);
-  }
-  if (!rc && t0) nx_pick_done(&s->pick, blk, o->sig.how, nx_now_ns() - t0);
-  return rc;
+  return nx_segop_wait(o, all_left, "it to finish reading");
 }
 
 /* Our contribution (pub bytes from src) into our buffer. A reduce_scatter's
  * blocks lie j->stride apart in send when it runs in chunks (own_from_send:
  * ours may stay out). */
-static void publish(const segop *o, const void *src, size_t pub) {
+static void publish(const nx_segop *o, const void *src, size_t pub) {
   const nx_job *j = o->j;
   uint8_t *buf = pbuf(o, o->s->me);
   if (j->kind != NX_COLL_REDUCE_SCATTER) {
@@ -726,14 +532,6 @@ static void publish(const segop *o, const void *src, size_t pub) {
 
 static int run(nx_job *j, const nx_coll_sig *sig);
 
-/* Bytes of its buffer a streamed collective's writer uses: its pieces, up
- * to the ring. */
-static size_t stream_bytes(const nx_cseg *s, const nx_job *j) {
-  uint32_t pieces, ring;
-  stream_shape(s, j, &pieces, &ring);
-  return (size_t)NX_MIN(pieces, ring) * NX_CSEG_PIECE;
-}
-
 int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
   int rc = run(j, sig);
   /* A failed call is what this rank reports, whatever a check still due
@@ -745,7 +543,7 @@ int nx_segcoll_run(nx_job *j, const nx_coll_sig *sig) {
 
 static int run(nx_job *j, const nx_coll_sig *sig) {
   nexar_client *c = j->c;
-  segop o = {.j = j, .s = c->cseg, .seq = nx_coll_seq(j->k)};
+  nx_segop o = {.j = j, .s = c->cseg, .seq = nx_coll_seq(j->k)};
   o.cma = j->seg == NX_SEG_SINGLE;
   o.inl = j->seg_inline;
   o.sig = (nx_cseg_sig){.op = sig->op,
@@ -759,14 +557,14 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
   if (j->seg == NX_SEG_BCAST) return run_bcast(&o);
   size_t most = nx_segcoll_published(j, c->size, 1); /* what the widest rank writes */
   if (!o.cma && !o.inl)                              /* (which we read) */
-    nx_cseg_back(o.s, j->seg == NX_SEG_STREAM ? stream_bytes(o.s, j) : most);
-  rc = wait_on(&o, drained, "it to begin the next collective");
+    nx_cseg_back(o.s, j->seg == NX_SEG_STREAM ? nx_segop_stream_bytes(o.s, j) : most);
+  rc = nx_segop_wait(&o, drained, "it to begin the next collective");
   if (rc) return rc; /* not arrived: nobody waits for what we would have written */
   const void *src =
       j->kind == NX_COLL_ALL_REDUCE || j->kind == NX_COLL_REDUCE || j->kind == NX_COLL_BROADCAST
           ? j->buf
           : j->send;
-  if (j->seg == NX_SEG_STREAM) return run_either(&o, src);
+  if (j->seg == NX_SEG_STREAM) return nx_segop_stream(&o, src);
   size_t pub = c->rank == j->root ? most : nx_segcoll_published(j, c->size, 0);
   if (o.cma) /* where the others read it (published by the arrival) */
     o.s->ctl[c->rank].arr[o.seq % NX_CSEG_RING].addr = (uint64_t)(uintptr_t)src;
@@ -778,8 +576,8 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
     if (j->count) compute(&o);
     return 0;
   }
-  rc = wait_on(&o, arrived, "its arrival");
-  if (!rc && o.cma) return run_single_copy(&o);
+  rc = nx_segop_wait(&o, nx_segop_arrived, "its arrival");
+  if (!rc && o.cma) return nx_segop_single_copy(&o);
   if (rc) return rc;
   if (j->count) compute(&o); /* (count 0: buffers may be NULL) */
   /* the root may not have waited for us: it checks our bit later */

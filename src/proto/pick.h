@@ -8,8 +8,10 @@
  * Each class keeps a smoothed time per MiB for each way. It takes the way
  * whose time is lower and tries the other after NX_PICK_EVERY_MIN of its
  * calls; each try that loses doubles that wait, up to NX_PICK_EVERY_MAX,
- * so a loser costs little and a change of the machine is found within a
- * few hundred calls.
+ * so a loser costs little. A change of the machine that slows the way
+ * taken is found within a few calls (its time passes the other's); one
+ * that speeds up the other way, at its next try (NX_PICK_EVERY_MAX calls
+ * at most).
  *
  * Pure: the caller measures and reports. Not thread-safe: one thread at a
  * time uses a given nx_pick. */
@@ -18,8 +20,8 @@
 
 #include <stdint.h>
 
-/* Classes by the power of two of the bytes, from 1 KiB (class 0) up; the
- * last holds all larger sizes. */
+/* Classes by the power of two of the bytes: class k > 0 holds 2^(k + 10)
+ * to 2^(k + 11) - 1, class 0 all below 2 KiB, the last all from 32 MiB. */
 #define NX_PICK_CLASSES 16u
 #define NX_PICK_EVERY_MIN 16u
 #define NX_PICK_EVERY_MAX 1024u

@@ -281,7 +281,7 @@ void nx_cseg_back(nx_cseg *s, size_t bytes);
  * choice depends on n alone, so every rank makes the same. */
 #define NX_CSEG_SINGLE_MIN2 (16u << 10)
 
-/* A large broadcast streams through its root's buffer (collective/segcoll.c,
+/* A large broadcast streams through its root's buffer (collective/segstream.c,
  * run_stream), and between two ranks so do all_gather, all_to_all, gather
  * and scatter through the buffer of each rank that sends: the buffer is a
  * ring of pieces of this many bytes; a writer writes piece c into
