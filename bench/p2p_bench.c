@@ -58,7 +58,8 @@ static int run(nexar_client *c) {
     if (r == 0 && !rc && lat) {
       int cmp(const void *a, const void *b);
       qsort(lat, (size_t)iters - 1, sizeof *lat, cmp);
-      printf("pingpong %zu B: round trip %.2f us mean, p50 %.2f, p99 %.2f, max %.2f (%ld iterations)\n",
+      printf("pingpong %zu B: round trip %.2f us mean, p50 %.2f, p99 %.2f, max %.2f (%ld "
+             "iterations)\n",
              bytes, dt / iters * 1e6, lat[(iters - 1) / 2] * 1e6, lat[(iters - 1) * 99 / 100] * 1e6,
              lat[iters - 2] * 1e6, iters);
     }
@@ -66,13 +67,17 @@ static int run(nexar_client *c) {
   } else {
     double t0 = now_s();
     for (long i = 0; i < iters && !rc; i++) {
-      if (r == 0) rc = check(nexar_send(c, buf, bytes, peer, 2), "send");
-      else rc = check(nexar_recv(c, buf, bytes, peer, 2), "recv");
+      if (r == 0)
+        rc = check(nexar_send(c, buf, bytes, peer, 2), "send");
+      else
+        rc = check(nexar_recv(c, buf, bytes, peer, 2), "recv");
     }
     char ack = 0;
     if (!rc) {
-      if (r == 1) rc = check(nexar_send(c, &ack, 1, peer, 3), "ack");
-      else rc = check(nexar_recv(c, &ack, 1, peer, 3), "ack");
+      if (r == 1)
+        rc = check(nexar_send(c, &ack, 1, peer, 3), "ack");
+      else
+        rc = check(nexar_recv(c, &ack, 1, peer, 3), "ack");
     }
     double dt = now_s() - t0;
     if (r == 0 && !rc)
@@ -102,8 +107,11 @@ int main(int argc, char **argv) {
   if (check(nexar_bootstrap_local(cl, 2, NULL), "bootstrap")) return 1;
   pthread_t t[2];
   void *res[2];
-  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, thr, cl[i]);
-  for (int i = 0; i < 2; i++) pthread_join(t[i], &res[i]);
-  for (int i = 0; i < 2; i++) nexar_client_del(cl[i]);
+  for (int i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, thr, cl[i]);
+  for (int i = 0; i < 2; i++)
+    pthread_join(t[i], &res[i]);
+  for (int i = 0; i < 2; i++)
+    nexar_client_del(cl[i]);
   return res[0] || res[1];
 }

@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages libnexar needs to build and test, if missing.
 set -eu
 pkgs="build-essential cmake pkg-config libngtcp2-dev libngtcp2-crypto-gnutls-dev libgnutls28-dev
-      clang libclang-rt-14-dev nftables iproute2 python3 python3-dev python3-numpy python3-pytest
+      clang clang-format libclang-rt-14-dev nftables iproute2 python3 python3-dev python3-numpy python3-pytest
       libpmix-dev openmpi-bin mpich slurmctld slurmd slurm-client munge python3-torch"
 # libpmix-dev: PMIx headers for the PMIx launcher path (libpmix itself is
 # loaded at run time). openmpi-bin, mpich, slurm*, munge, python3-torch: the

@@ -13,6 +13,9 @@ step() { echo; echo "=== $*"; }
 step "architecture: include direction and file length"
 scripts/check_layers.sh
 
+step "format: every C source and header as .clang-format says"
+scripts/check_format.sh
+
 step "release build + all tests"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNEXAR_WERROR=ON >/dev/null
 cmake --build build -j"$J"

@@ -26,7 +26,9 @@ int pynx_comm_enter(CommObject *self) {
   return 0;
 }
 
-void pynx_comm_leave(CommObject *self) { self->active--; }
+void pynx_comm_leave(CommObject *self) {
+  self->active--;
+}
 
 PyObject *pynx_comm_wrap(nexar_client *c) {
   allocfunc alloc = (allocfunc)PyType_GetSlot((PyTypeObject *)pynx_CommType, Py_tp_alloc);
@@ -64,7 +66,7 @@ static int tag_arg(long long v, const char *op, uint32_t *out) {
 static int size_eq(const nxbuf *b, size_t want, const char *op, const char *name) {
   if ((size_t)b->v.len == want) return 0;
   pynx_raisef(NEXAR_ERR_SIZE_MISMATCH, "%s: %s has %zd bytes, the operation needs %zu", op, name,
-            b->v.len, want);
+              b->v.len, want);
   return -1;
 }
 
@@ -83,17 +85,19 @@ static void pynx_set_result(ReqObject *r, PyObject *o) {
   Py_XDECREF(old);
 }
 
-static void *bptr(const nxbuf *b) { return b->have ? b->v.buf : NULL; }
+static void *bptr(const nxbuf *b) {
+  return b->have ? b->v.buf : NULL;
+}
 
 #define START(self, r, call)                                                                       \
   do {                                                                                             \
     int rc_;                                                                                       \
-    if (pynx_comm_enter(self) < 0) goto fail;                                                        \
+    if (pynx_comm_enter(self) < 0) goto fail;                                                      \
     r->nreq = 1;                                                                                   \
     Py_BEGIN_ALLOW_THREADS rc_ = (call);                                                           \
-    Py_END_ALLOW_THREADS pynx_comm_leave(self);                                                      \
+    Py_END_ALLOW_THREADS pynx_comm_leave(self);                                                    \
     if (rc_) {                                                                                     \
-      pynx_raise_last(rc_);                                                                          \
+      pynx_raise_last(rc_);                                                                        \
       goto fail;                                                                                   \
     }                                                                                              \
   } while (0)
@@ -162,7 +166,7 @@ static PyObject *c_sendrecv(CommObject *self, PyObject *args) {
   uint32_t n = nexar_world_size(self->c);
   if (d >= n || s >= n)
     return pynx_raisef(NEXAR_ERR_INVALID_RANK, "sendrecv: rank %u outside a world of %u",
-                     d >= n ? d : s, n);
+                       d >= n ? d : s, n);
   ReqObject *r = pynx_req_new(self, "sendrecv");
   if (!r) return NULL;
   nxbuf *sb = rbuf(r, so, 0, "sendbuf"), *rb = sb ? rbuf(r, ro, 1, "recvbuf") : NULL;
@@ -177,7 +181,8 @@ static PyObject *c_sendrecv(CommObject *self, PyObject *args) {
   int rc;
   if (pynx_comm_enter(self) < 0) goto fail;
   r->nreq = 2;
-  Py_BEGIN_ALLOW_THREADS rc = nexar_send_nb(self->c, sb->v.buf, (size_t)sb->v.len, d, st, &r->req[1]);
+  Py_BEGIN_ALLOW_THREADS rc =
+      nexar_send_nb(self->c, sb->v.buf, (size_t)sb->v.len, d, st, &r->req[1]);
   Py_END_ALLOW_THREADS pynx_comm_leave(self);
   if (rc) {
     /* the receive is posted: it must end before its buffer is released */
@@ -206,7 +211,8 @@ static PyObject *inplace_op(CommObject *self, PyObject *args, const char *what, 
   if (!r) return NULL;
   nxbuf *b = rbuf(r, o, 1, "buf");
   size_t count;
-  if (!b || pynx_resolve_dtype(dt, b, NULL, what, &dt) < 0 || pynx_count(b, dt, &count, what, "buf") < 0)
+  if (!b || pynx_resolve_dtype(dt, b, NULL, what, &dt) < 0 ||
+      pynx_count(b, dt, &count, what, "buf") < 0)
     goto fail;
   pynx_set_result(r, Py_NewRef(o));
   START(self, r, fn(self->c, b->v.buf, count, (nexar_dtype)dt, (nexar_op)op, &r->req[0]));
@@ -222,7 +228,9 @@ static PyObject *c_all_reduce(CommObject *s, PyObject *a) {
 static PyObject *c_all_reduce_rs_ag(CommObject *s, PyObject *a) {
   return inplace_op(s, a, "all_reduce_rs_ag", nexar_all_reduce_rs_ag_nb);
 }
-static PyObject *c_scan(CommObject *s, PyObject *a) { return inplace_op(s, a, "scan", nexar_scan_nb); }
+static PyObject *c_scan(CommObject *s, PyObject *a) {
+  return inplace_op(s, a, "scan", nexar_scan_nb);
+}
 static PyObject *c_exclusive_scan(CommObject *s, PyObject *a) {
   return inplace_op(s, a, "exclusive_scan", nexar_exclusive_scan_nb);
 }
@@ -289,7 +297,8 @@ static PyObject *pair_op(CommObject *self, PyObject *args, int kind) {
   nxbuf *sb = rbuf(r, so, 0, "send"), *rb = sb ? rbuf(r, ro, 1, "recv") : NULL;
   size_t scount, rcount, count;
   if (!rb || pynx_resolve_dtype(dt, sb, rb, what, &dt) < 0 ||
-      pynx_count(sb, dt, &scount, what, "send") < 0 || pynx_count(rb, dt, &rcount, what, "recv") < 0)
+      pynx_count(sb, dt, &scount, what, "send") < 0 ||
+      pynx_count(rb, dt, &rcount, what, "recv") < 0)
     goto fail;
   size_t sz = nexar_dtype_size((nexar_dtype)dt);
   if (kind == 0) {
@@ -301,8 +310,8 @@ static PyObject *pair_op(CommObject *self, PyObject *args, int kind) {
   } else {
     if (size_eq(rb, (size_t)sb->v.len, what, "recv") < 0) goto fail;
     if (scount % n) {
-      pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "all_to_all: %zu elements do not split into %zu blocks",
-                scount, n);
+      pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT,
+                  "all_to_all: %zu elements do not split into %zu blocks", scount, n);
       goto fail;
     }
     count = scount / n;
@@ -313,8 +322,8 @@ static PyObject *pair_op(CommObject *self, PyObject *args, int kind) {
           nexar_all_gather_nb(self->c, bptr(sb), bptr(rb), count, (nexar_dtype)dt, &r->req[0]));
   else if (kind == 1)
     START(self, r,
-          nexar_reduce_scatter_nb(self->c, bptr(sb), bptr(rb), count, (nexar_dtype)dt,
-                                  (nexar_op)op, &r->req[0]));
+          nexar_reduce_scatter_nb(self->c, bptr(sb), bptr(rb), count, (nexar_dtype)dt, (nexar_op)op,
+                                  &r->req[0]));
   else
     START(self, r,
           nexar_all_to_all_nb(self->c, bptr(sb), bptr(rb), count, (nexar_dtype)dt, &r->req[0]));
@@ -324,9 +333,15 @@ fail:
   return NULL;
 }
 
-static PyObject *c_all_gather(CommObject *s, PyObject *a) { return pair_op(s, a, 0); }
-static PyObject *c_reduce_scatter(CommObject *s, PyObject *a) { return pair_op(s, a, 1); }
-static PyObject *c_all_to_all(CommObject *s, PyObject *a) { return pair_op(s, a, 2); }
+static PyObject *c_all_gather(CommObject *s, PyObject *a) {
+  return pair_op(s, a, 0);
+}
+static PyObject *c_reduce_scatter(CommObject *s, PyObject *a) {
+  return pair_op(s, a, 1);
+}
+static PyObject *c_all_to_all(CommObject *s, PyObject *a) {
+  return pair_op(s, a, 2);
+}
 
 /* gather (is_scatter 0): send everywhere, recv[n*count] at the root;
  * scatter (1): send[n*count] at the root, recv everywhere. */
@@ -345,15 +360,17 @@ static PyObject *rooted_op(CommObject *self, PyObject *args, int is_scatter) {
   /* the buffer a non-root does not use is neither exported nor passed */
   PyObject *sarg = (!is_scatter || at_root) ? so : Py_None;
   PyObject *rarg = (is_scatter || at_root) ? ro : Py_None;
-  if ((sarg == Py_None && (!is_scatter || at_root)) || (rarg == Py_None && (is_scatter || at_root))) {
+  if ((sarg == Py_None && (!is_scatter || at_root)) ||
+      (rarg == Py_None && (is_scatter || at_root))) {
     pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: rank %u needs its %s buffer", what,
-              nexar_rank(self->c), sarg == Py_None ? "send" : "recv");
+                nexar_rank(self->c), sarg == Py_None ? "send" : "recv");
     goto fail;
   }
   nxbuf *sb = rbuf(r, sarg, 0, "send"), *rb = sb ? rbuf(r, rarg, 1, "recv") : NULL;
   size_t scount, rcount, count;
   if (!rb || pynx_resolve_dtype(dt, sb, rb, what, &dt) < 0 ||
-      pynx_count(sb, dt, &scount, what, "send") < 0 || pynx_count(rb, dt, &rcount, what, "recv") < 0)
+      pynx_count(sb, dt, &scount, what, "send") < 0 ||
+      pynx_count(rb, dt, &rcount, what, "recv") < 0)
     goto fail;
   size_t sz = nexar_dtype_size((nexar_dtype)dt);
   if (!is_scatter) {
@@ -376,8 +393,12 @@ fail:
   return NULL;
 }
 
-static PyObject *c_gather(CommObject *s, PyObject *a) { return rooted_op(s, a, 0); }
-static PyObject *c_scatter(CommObject *s, PyObject *a) { return rooted_op(s, a, 1); }
+static PyObject *c_gather(CommObject *s, PyObject *a) {
+  return rooted_op(s, a, 0);
+}
+static PyObject *c_scatter(CommObject *s, PyObject *a) {
+  return rooted_op(s, a, 1);
+}
 
 static PyObject *c_barrier(CommObject *self, PyObject *args) {
   int async;
@@ -421,7 +442,7 @@ static PyObject *c_all_reduce_bucketed(CommObject *self, PyObject *args) {
     if (i == 0 && dt < 0) dt = bdt;
     if (bdt != dt) {
       pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "all_reduce_bucketed: bucket %zd is %s, not %s", i,
-                nexar_dtype_name((nexar_dtype)bdt), nexar_dtype_name((nexar_dtype)dt));
+                  nexar_dtype_name((nexar_dtype)bdt), nexar_dtype_name((nexar_dtype)dt));
       goto fail;
     }
     if (pynx_count(b, dt, &bk[i].count, "all_reduce_bucketed", "bucket") < 0) goto fail;

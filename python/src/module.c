@@ -12,7 +12,7 @@ PyObject *pynx_CommType, *pynx_ReqType;
 static PyObject *pynx_SeedType;
 atomic_int pynx_shutting_down;
 static PyObject *g_make_error; /* nexar._errors._from_code(code, message) */
-PyObject *pynx_adapt;            /* nexar._buffers._adapt(obj) -> (memoryview, dtype) */
+PyObject *pynx_adapt;          /* nexar._buffers._adapt(obj) -> (memoryview, dtype) */
 
 int pynx_debug(void) {
   const char *d = getenv("NEXAR_DEBUG");
@@ -43,7 +43,9 @@ PyObject *pynx_raisef(int code, const char *fmt, ...) {
   return pynx_raise(code, msg);
 }
 
-PyObject *pynx_raise_last(int code) { return pynx_raise(code, nexar_last_error()); }
+PyObject *pynx_raise_last(int code) {
+  return pynx_raise(code, nexar_last_error());
+}
 
 /* --------------------------------------------------------------- jobs */
 
@@ -182,7 +184,8 @@ static void discard_clients(nxjob *j) {
 
 /* ------------------------------------------------------ configuration */
 
-#define F(name, kind) {#name, offsetof(nexar_config, name), kind}
+#define F(name, kind)                                                                              \
+  { #name, offsetof(nexar_config, name), kind }
 static const struct {
   const char *name;
   size_t off;
@@ -263,9 +266,12 @@ int pynx_cfg_from_dict(PyObject *d, nexar_config *cfg, nxjob *j) {
       pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "config: %s=%llu is out of range", k, v);
       return -1;
     }
-    if (cfg_fields[i].kind == 'u') *(uint32_t *)p = (uint32_t)v;
-    else if (cfg_fields[i].kind == 'z') *(size_t *)p = (size_t)v;
-    else *(int *)p = (int)v; /* enums are int-sized */
+    if (cfg_fields[i].kind == 'u')
+      *(uint32_t *)p = (uint32_t)v;
+    else if (cfg_fields[i].kind == 'z')
+      *(size_t *)p = (size_t)v;
+    else
+      *(int *)p = (int)v; /* enums are int-sized */
   }
   return 0;
 }
@@ -279,9 +285,15 @@ static PyObject *config_fields(PyObject *m, PyObject *noarg) {
     const char *p = (const char *)&cfg + cfg_fields[i].off;
     PyObject *v;
     switch (cfg_fields[i].kind) {
-    case 'u': v = PyLong_FromUnsignedLong(*(const uint32_t *)p); break;
-    case 'z': v = PyLong_FromSize_t(*(const size_t *)p); break;
-    case 'i': v = PyLong_FromLong(*(const int *)p); break;
+    case 'u':
+      v = PyLong_FromUnsignedLong(*(const uint32_t *)p);
+      break;
+    case 'z':
+      v = PyLong_FromSize_t(*(const size_t *)p);
+      break;
+    case 'i':
+      v = PyLong_FromLong(*(const int *)p);
+      break;
     default: {
       const char *s = *(const char *const *)p;
       v = s ? PyUnicode_FromString(s) : Py_NewRef(Py_None);
@@ -333,7 +345,9 @@ static PyObject *py_bootstrap_local(PyObject *m, PyObject *args) {
   return list;
 }
 
-static int run_join(nxjob *j) { return nexar_join(&j->out, j->s1, &j->cfg); }
+static int run_join(nxjob *j) {
+  return nexar_join(&j->out, j->s1, &j->cfg);
+}
 
 static PyObject *py_join(PyObject *m, PyObject *args) {
   const char *addr;
@@ -356,7 +370,9 @@ static PyObject *py_join(PyObject *m, PyObject *args) {
   return c;
 }
 
-static int run_init_env(nxjob *j) { return nexar_init_from_env(&j->out); }
+static int run_init_env(nxjob *j) {
+  return nexar_init_from_env(&j->out);
+}
 
 static PyObject *py_init_from_env(PyObject *m, PyObject *noarg) {
   nxjob *j = pynx_job_new(run_init_env, NULL);
@@ -382,7 +398,8 @@ static PyObject *py_seed_new(PyObject *m, PyObject *args) {
   unsigned long world;
   PyObject *cfgd = Py_None;
   if (!PyArg_ParseTuple(args, "sk|O", &listen, &world, &cfgd)) return NULL;
-  if (world > UINT32_MAX) return pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "Seed: world size too large");
+  if (world > UINT32_MAX)
+    return pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "Seed: world size too large");
   nxjob *j = pynx_job_new(NULL, NULL); /* only for the config's strings */
   if (!j) return NULL;
   if (pynx_cfg_from_dict(cfgd, &j->cfg, j) < 0) {
@@ -438,7 +455,8 @@ static PyObject *seed_wait(SeedObject *o, PyObject *args) {
       break;
     }
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    unsigned long el = (unsigned long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+    unsigned long el =
+        (unsigned long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
     if (ms && el >= ms) {
       pynx_raisef(NEXAR_ERR_TIMEOUT, "seed wait: the world did not form within %lu ms", ms);
       break;
@@ -534,23 +552,28 @@ static PyObject *py_memory_at(PyObject *m, PyObject *args) {
                                  readonly ? PyBUF_READ : PyBUF_WRITE);
 }
 
-static PyMethodDef module_methods[] = {
-    {"bootstrap_local", py_bootstrap_local, METH_VARARGS, NULL},
-    {"join", py_join, METH_VARARGS, NULL},
-    {"init_from_env", py_init_from_env, METH_NOARGS, NULL},
-    {"seed_new", py_seed_new, METH_VARARGS, NULL},
-    {"config_defaults", config_fields, METH_NOARGS, NULL},
-    {"_set_hooks", py_set_hooks, METH_VARARGS, NULL},
-    {"_shutdown", py_shutdown, METH_NOARGS, NULL},
-    {"version", py_version, METH_NOARGS, NULL},
-    {"strerror", py_strerror, METH_VARARGS, NULL},
-    {"dtype_size", py_dtype_size, METH_VARARGS, NULL},
-    {"memory_at", py_memory_at, METH_VARARGS, NULL},
-    {NULL, NULL, 0, NULL}};
+static PyMethodDef module_methods[] = {{"bootstrap_local", py_bootstrap_local, METH_VARARGS, NULL},
+                                       {"join", py_join, METH_VARARGS, NULL},
+                                       {"init_from_env", py_init_from_env, METH_NOARGS, NULL},
+                                       {"seed_new", py_seed_new, METH_VARARGS, NULL},
+                                       {"config_defaults", config_fields, METH_NOARGS, NULL},
+                                       {"_set_hooks", py_set_hooks, METH_VARARGS, NULL},
+                                       {"_shutdown", py_shutdown, METH_NOARGS, NULL},
+                                       {"version", py_version, METH_NOARGS, NULL},
+                                       {"strerror", py_strerror, METH_VARARGS, NULL},
+                                       {"dtype_size", py_dtype_size, METH_VARARGS, NULL},
+                                       {"memory_at", py_memory_at, METH_VARARGS, NULL},
+                                       {NULL, NULL, 0, NULL}};
 
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "nexar._nexar",
-                                    "The C extension of the nexar package (see nexar).", -1,
-                                    module_methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT,
+                                    "nexar._nexar",
+                                    "The C extension of the nexar package (see nexar).",
+                                    -1,
+                                    module_methods,
+                                    NULL,
+                                    NULL,
+                                    NULL,
+                                    NULL};
 
 PyMODINIT_FUNC PyInit__nexar(void) {
   PyObject *m = PyModule_Create(&moddef);

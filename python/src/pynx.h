@@ -37,10 +37,10 @@ typedef struct failctx failctx;
 
 typedef struct CommObject {
   PyObject_HEAD nexar_client *c;
-  int closed;       /* GIL-protected */
-  int active;       /* calls in progress on other threads (GIL-protected counter) */
-  failctx *fail;    /* on_failure callback */
-  PyObject *rpc;    /* dict fn_id -> capsule of the handler context */
+  int closed;    /* GIL-protected */
+  int active;    /* calls in progress on other threads (GIL-protected counter) */
+  failctx *fail; /* on_failure callback */
+  PyObject *rpc; /* dict fn_id -> capsule of the handler context */
 } CommObject;
 
 #define NX_MAXREQ 2
@@ -77,9 +77,9 @@ int pynx_count(const nxbuf *b, int dt, size_t *count, const char *op, const char
 
 /* requests (req.c) */
 ReqObject *pynx_req_new(CommObject *comm, const char *what);
-nxbuf *pynx_req_buf(ReqObject *r); /* a zeroed slot, or NULL (MemoryError) */
+nxbuf *pynx_req_buf(ReqObject *r);         /* a zeroed slot, or NULL (MemoryError) */
 int pynx_req_reserve(ReqObject *r, int n); /* before the first pynx_req_buf */
-PyObject *pynx_req_block(ReqObject *r); /* the blocking form: abort c on Ctrl-C */
+PyObject *pynx_req_block(ReqObject *r);    /* the blocking form: abort c on Ctrl-C */
 int pynx_req_types_init(PyObject *m);
 
 /* comm.c */
@@ -109,8 +109,8 @@ struct nxjob {
   size_t plen;
   uint32_t *ranks;
   size_t nranks;
-  void *buf1, *buf2;  /* borrowed: exported buffers the caller releases */
-  const void *cptr;   /* borrowed: a compressor the caller keeps */
+  void *buf1, *buf2; /* borrowed: exported buffers the caller releases */
+  const void *cptr;  /* borrowed: a compressor the caller keeps */
   /* results */
   nexar_client *out;
   nexar_client **outs;

@@ -21,26 +21,36 @@ extern PyObject *pynx_adapt;
  * buffer's itemsize, so '=l' and '@l' both work); -1 if none. */
 static int fmt_dtype(const char *f, Py_ssize_t itemsize) {
   if (!f) return NEXAR_U8;
-  if (*f == '@' || *f == '=' || *f == '<') f++;
-  else if (*f == '>' || *f == '!') return -1; /* big-endian data */
+  if (*f == '@' || *f == '=' || *f == '<')
+    f++;
+  else if (*f == '>' || *f == '!')
+    return -1; /* big-endian data */
   if (!f[0] || f[1]) return -1;
   switch (f[0]) {
-  case 'f': return itemsize == 4 ? NEXAR_F32 : -1;
-  case 'd': return itemsize == 8 ? NEXAR_F64 : -1;
-  case 'e': return itemsize == 2 ? NEXAR_F16 : -1;
-  case 'b': return itemsize == 1 ? NEXAR_I8 : -1;
+  case 'f':
+    return itemsize == 4 ? NEXAR_F32 : -1;
+  case 'd':
+    return itemsize == 8 ? NEXAR_F64 : -1;
+  case 'e':
+    return itemsize == 2 ? NEXAR_F16 : -1;
+  case 'b':
+    return itemsize == 1 ? NEXAR_I8 : -1;
   case 'B':
   case 'c':
-  case '?': return itemsize == 1 ? NEXAR_U8 : -1;
+  case '?':
+    return itemsize == 1 ? NEXAR_U8 : -1;
   case 'i':
   case 'l':
   case 'q':
-  case 'n': return itemsize == 4 ? NEXAR_I32 : itemsize == 8 ? NEXAR_I64 : -1;
+  case 'n':
+    return itemsize == 4 ? NEXAR_I32 : itemsize == 8 ? NEXAR_I64 : -1;
   case 'I':
   case 'L':
   case 'Q':
-  case 'N': return itemsize == 4 ? NEXAR_U32 : itemsize == 8 ? NEXAR_U64 : -1;
-  default: return -1;
+  case 'N':
+    return itemsize == 4 ? NEXAR_U32 : itemsize == 8 ? NEXAR_U64 : -1;
+  default:
+    return -1;
   }
 }
 
@@ -53,7 +63,7 @@ static int rewrap_error(const char *op, const char *name, const char *what) {
   const char *txt = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
   if (!txt) PyErr_Clear();
   pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: %s must be %s (%s)", op, name, what,
-            txt ? txt : "not a buffer");
+              txt ? txt : "not a buffer");
   Py_XDECREF(s);
   Py_XDECREF(et);
   Py_XDECREF(ev);
@@ -96,7 +106,9 @@ void pynx_relbuf(nxbuf *b) {
   Py_CLEAR(b->keep);
 }
 
-static const char *dt_name(int dt) { return nexar_dtype_name((nexar_dtype)dt); }
+static const char *dt_name(int dt) {
+  return nexar_dtype_name((nexar_dtype)dt);
+}
 
 int pynx_resolve_dtype(int dt_arg, const nxbuf *a, const nxbuf *b, const char *op, int *out) {
   if (dt_arg >= 0) {
@@ -114,17 +126,17 @@ int pynx_resolve_dtype(int dt_arg, const nxbuf *a, const nxbuf *b, const char *o
   }
   if (first->dt < 0) {
     pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT,
-              "%s: no nexar dtype for buffer format '%s'; pass dtype= (f32 f64 f16 bf16 i8 i32 "
-              "i64 u8 u32 u64)",
-              op, first->fmt);
+                "%s: no nexar dtype for buffer format '%s'; pass dtype= (f32 f64 f16 bf16 i8 i32 "
+                "i64 u8 u32 u64)",
+                op, first->fmt);
     return -1;
   }
   if (a && b && a->have && b->have && b->dt != a->dt) {
     pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT,
-              "%s: the buffers' element types differ (%s and %s, formats '%s' and '%s'); pass "
-              "dtype= to treat both as one type",
-              op, b->dt < 0 ? "?" : dt_name(a->dt), b->dt < 0 ? "?" : dt_name(b->dt), a->fmt,
-              b->fmt);
+                "%s: the buffers' element types differ (%s and %s, formats '%s' and '%s'); pass "
+                "dtype= to treat both as one type",
+                op, b->dt < 0 ? "?" : dt_name(a->dt), b->dt < 0 ? "?" : dt_name(b->dt), a->fmt,
+                b->fmt);
     return -1;
   }
   *out = first->dt;
@@ -139,7 +151,7 @@ int pynx_count(const nxbuf *b, int dt, size_t *count, const char *op, const char
   }
   if ((size_t)b->v.len % sz) {
     pynx_raisef(NEXAR_ERR_INVALID_ARGUMENT, "%s: %s has %zd bytes, not a multiple of %s's %zu", op,
-              name, b->v.len, dt_name(dt), sz);
+                name, b->v.len, dt_name(dt), sz);
     return -1;
   }
   *count = (size_t)b->v.len / sz;
@@ -243,7 +255,9 @@ unsigned long pynx_main_thread;
 
 /* Only the main thread ever sees KeyboardInterrupt: another thread waits in
  * nexar_wait itself (which drives the endpoint, the fastest wake-up). */
-static int may_be_interrupted(void) { return PyThread_get_thread_ident() == pynx_main_thread; }
+static int may_be_interrupted(void) {
+  return PyThread_get_thread_ident() == pynx_main_thread;
+}
 
 static void wait_plain(ReqObject *r) {
   Py_BEGIN_ALLOW_THREADS for (int i = 0; i < r->nreq; i++) {
@@ -269,7 +283,8 @@ static void finish(ReqObject *r) {
       r->err = strdup(nexar_last_error());
     }
   }
-  for (int i = 0; i < r->nbufs; i++) pynx_relbuf(&r->bufs[i]);
+  for (int i = 0; i < r->nbufs; i++)
+    pynx_relbuf(&r->bufs[i]);
   r->nbufs = 0;
   free(r->mem);
   r->mem = NULL;
@@ -286,7 +301,8 @@ PyObject *pynx_req_block(ReqObject *r) {
   int entered = c && pynx_comm_enter(c) == 0;
   if (c && !entered) PyErr_Clear(); /* closed meanwhile: the request ends ABORTED */
   r->busy = 1;
-  if (!may_be_interrupted()) wait_plain(r);
+  if (!may_be_interrupted())
+    wait_plain(r);
   else if (!wait_done(r, 1)) {
     /* Ctrl-C in a blocking call: its partners cannot be told to cancel one
      * rank's part, so the communicator is aborted (peers fail at once with
@@ -313,11 +329,14 @@ PyObject *pynx_req_block(ReqObject *r) {
 
 static PyObject *req_wait(ReqObject *r, PyObject *noarg) {
   if (r->finished) return outcome(r);
-  if (r->busy) return pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "wait: another thread waits on this request");
+  if (r->busy)
+    return pynx_raise(NEXAR_ERR_INVALID_ARGUMENT, "wait: another thread waits on this request");
   r->busy = 1;
   int ok = 1;
-  if (!may_be_interrupted()) wait_plain(r);
-  else ok = wait_done(r, 1);
+  if (!may_be_interrupted())
+    wait_plain(r);
+  else
+    ok = wait_done(r, 1);
   if (ok) finish(r);
   r->busy = 0;
   if (!ok) return NULL; /* KeyboardInterrupt; the request is still pending */
@@ -351,7 +370,8 @@ static void req_dealloc(ReqObject *r) {
     }
     Py_END_ALLOW_THREADS
   }
-  for (int i = 0; i < r->nbufs; i++) pynx_relbuf(&r->bufs[i]);
+  for (int i = 0; i < r->nbufs; i++)
+    pynx_relbuf(&r->bufs[i]);
   free(r->bufs);
   free(r->mem);
   free(r->err);

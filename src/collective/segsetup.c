@@ -1,11 +1,10 @@
 /* The communicator's shared-memory segment set up (segcoll.c runs the
  * collectives through it). Setup is itself collective, at fixed points of a
  * communicator's order of blocking collectives (calls 1, 2, 4, 8, ... up to
- * 65536, until a segment is up), so every rank decides the same: an all_reduce (MIN) of "every member
- * is a proven same-host peer with its lane up"; then rank 0 creates the
- * segment and offers it over each lane, and an all_reduce (MIN) of "mapped"
- * makes it live from the next collective on. A communicator whose members'
- * addresses are not all one host's never attempts (no traffic). */
+ * 65536, until a segment is up), so every rank decides the same: an all_reduce (MIN) of "every
+ * member is a proven same-host peer with its lane up"; then rank 0 creates the segment and offers
+ * it over each lane, and an all_reduce (MIN) of "mapped" makes it live from the next collective on.
+ * A communicator whose members' addresses are not all one host's never attempts (no traffic). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -62,9 +62,12 @@ static int parse_dur(const char *v, uint64_t *ns) {
   double d = strtod(v, &end);
   if (end == v || d < 0) return -1;
   double mul = 1e6; /* default ms */
-  if (strncmp(end, "us", 2) == 0) mul = 1e3, end += 2;
-  else if (strncmp(end, "ms", 2) == 0) end += 2;
-  else if (*end == 's') mul = 1e9, end += 1;
+  if (strncmp(end, "us", 2) == 0)
+    mul = 1e3, end += 2;
+  else if (strncmp(end, "ms", 2) == 0)
+    end += 2;
+  else if (*end == 's')
+    mul = 1e9, end += 1;
   if (*end && *end != ',') return -1;
   *ns = (uint64_t)(d * mul);
   return 0;
@@ -82,11 +85,16 @@ int nx_impair_parse(const char *spec, nx_impair **out) {
     size_t klen = (size_t)(eq - p);
     const char *v = eq + 1;
     int rc = -1;
-    if (klen == 4 && !strncmp(p, "loss", 4)) rc = parse_pct(v, &im->loss_ppm);
-    else if (klen == 7 && !strncmp(p, "reorder", 7)) rc = parse_pct(v, &im->reorder_ppm);
-    else if (klen == 3 && !strncmp(p, "dup", 3)) rc = parse_pct(v, &im->dup_ppm);
-    else if (klen == 5 && !strncmp(p, "delay", 5)) rc = parse_dur(v, &im->delay_ns);
-    else if (klen == 6 && !strncmp(p, "jitter", 6)) rc = parse_dur(v, &im->jitter_ns);
+    if (klen == 4 && !strncmp(p, "loss", 4))
+      rc = parse_pct(v, &im->loss_ppm);
+    else if (klen == 7 && !strncmp(p, "reorder", 7))
+      rc = parse_pct(v, &im->reorder_ppm);
+    else if (klen == 3 && !strncmp(p, "dup", 3))
+      rc = parse_pct(v, &im->dup_ppm);
+    else if (klen == 5 && !strncmp(p, "delay", 5))
+      rc = parse_dur(v, &im->delay_ns);
+    else if (klen == 6 && !strncmp(p, "jitter", 6))
+      rc = parse_dur(v, &im->jitter_ns);
     else if (klen == 4 && !strncmp(p, "seed", 4)) {
       char *end;
       unsigned long long s = strtoull(v, &end, 10);
@@ -123,7 +131,8 @@ static void imp_enqueue(nx_impair *im, uint64_t due, const struct sockaddr *to, 
   d->len = len;
   memcpy(d->data, pkt, len);
   nx_delayed **pp = &im->q;
-  while (*pp && (*pp)->due <= due) pp = &(*pp)->next;
+  while (*pp && (*pp)->due <= due)
+    pp = &(*pp)->next;
   d->next = *pp;
   *pp = d;
 }
@@ -149,8 +158,10 @@ static void imp_send(nx_udp *u, const struct sockaddr *to, socklen_t tolen, cons
     uint64_t delay = im->delay_ns;
     if (im->jitter_ns) delay += imp_rand(im) % im->jitter_ns;
     if (imp_rand(im) % 1000000 < im->reorder_ppm) delay += 1000000 + imp_rand(im) % 2000000;
-    if (delay == 0) raw_send(u, to, tolen, p, len);
-    else imp_enqueue(im, nx_now_ns() + delay, to, tolen, p, len);
+    if (delay == 0)
+      raw_send(u, to, tolen, p, len);
+    else
+      imp_enqueue(im, nx_now_ns() + delay, to, tolen, p, len);
   }
 }
 
@@ -246,11 +257,13 @@ int nx_udp_send(nx_udp *u, const struct sockaddr *to, socklen_t tolen, const uin
   if (n == 0) return 0;
   if (u->imp) {
     size_t off = 0;
-    for (size_t i = 0; i < n; i++) imp_send(u, to, tolen, buf + off, lens[i]), off += lens[i];
+    for (size_t i = 0; i < n; i++)
+      imp_send(u, to, tolen, buf + off, lens[i]), off += lens[i];
     return 0;
   }
   size_t total = 0;
-  for (size_t i = 0; i < n; i++) total += lens[i];
+  for (size_t i = 0; i < n; i++)
+    total += lens[i];
   if (n > 1 && u->gso && total <= 65000) {
     struct iovec iov = {(void *)buf, total};
     char cbuf[CMSG_SPACE(sizeof(uint16_t))] = {0};
@@ -268,14 +281,15 @@ int nx_udp_send(nx_udp *u, const struct sockaddr *to, socklen_t tolen, const uin
     uint16_t segsz = (uint16_t)lens[0];
     memcpy(CMSG_DATA(cm), &segsz, sizeof segsz);
     ssize_t r;
-    do r = sendmsg(u->fd, &mh, 0);
+    do
+      r = sendmsg(u->fd, &mh, 0);
     while (r < 0 && errno == EINTR);
     if (r >= 0) {
       u->tx_packets += n;
       return 0;
     }
     if (errno != EIO && errno != EINVAL) return 0; /* EAGAIN etc: QUIC recovers the loss */
-    u->gso = 0;                                   /* the device refuses GSO: fall back */
+    u->gso = 0;                                    /* the device refuses GSO: fall back */
   }
   struct mmsghdr msgs[64];
   struct iovec iovs[64];
@@ -293,7 +307,8 @@ int nx_udp_send(nx_udp *u, const struct sockaddr *to, socklen_t tolen, const uin
       msgs[k].msg_hdr.msg_iovlen = 1;
     }
     int r;
-    do r = sendmmsg(u->fd, msgs, (unsigned)k, 0);
+    do
+      r = sendmmsg(u->fd, msgs, (unsigned)k, 0);
     while (r < 0 && errno == EINTR);
     u->tx_packets += k;
     i += k;

@@ -24,8 +24,8 @@ typedef struct nx_udp {
 
 #define NX_UDP_RX_BATCH 32 /* datagrams per recvmmsg */
 
-typedef void (*nx_udp_rx_fn)(void *ud, const struct sockaddr *from, socklen_t fromlen,
-                             uint8_t *pkt, size_t len);
+typedef void (*nx_udp_rx_fn)(void *ud, const struct sockaddr *from, socklen_t fromlen, uint8_t *pkt,
+                             size_t len);
 
 /* Binds host (NULL or "" = any, IPv4) and port (0 = ephemeral), non-blocking. */
 int nx_udp_open(nx_udp *u, const char *host, uint16_t port);

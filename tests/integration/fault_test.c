@@ -270,16 +270,15 @@ static void scenario_abort(enum op op) {
   check(ra[0].rc == 0 && ra[1].rc == 0 && ra[0].out && ra[1].out, name,
         "recover on ranks 1 and 2: %s, %s", code_name(ra[0].rc), code_name(ra[1].rc));
   if (ra[0].out && ra[1].out) {
-    check(nexar_comm_id(ra[0].out) == nexar_comm_id(ra[1].out) &&
-              nexar_view_epoch(ra[0].out) == 1 && nexar_view_epoch(ra[1].out) == 1 &&
-              nexar_world_size(ra[0].out) == 2 && nexar_rank(ra[0].out) == 0 &&
-              nexar_rank(ra[1].out) == 1,
-          name, "recovered views: comm %llx/%llx epoch %llu/%llu world %u ranks %u,%u",
-          (unsigned long long)nexar_comm_id(ra[0].out),
-          (unsigned long long)nexar_comm_id(ra[1].out),
-          (unsigned long long)nexar_view_epoch(ra[0].out),
-          (unsigned long long)nexar_view_epoch(ra[1].out), nexar_world_size(ra[0].out),
-          nexar_rank(ra[0].out), nexar_rank(ra[1].out));
+    check(
+        nexar_comm_id(ra[0].out) == nexar_comm_id(ra[1].out) && nexar_view_epoch(ra[0].out) == 1 &&
+            nexar_view_epoch(ra[1].out) == 1 && nexar_world_size(ra[0].out) == 2 &&
+            nexar_rank(ra[0].out) == 0 && nexar_rank(ra[1].out) == 1,
+        name, "recovered views: comm %llx/%llx epoch %llu/%llu world %u ranks %u,%u",
+        (unsigned long long)nexar_comm_id(ra[0].out), (unsigned long long)nexar_comm_id(ra[1].out),
+        (unsigned long long)nexar_view_epoch(ra[0].out),
+        (unsigned long long)nexar_view_epoch(ra[1].out), nexar_world_size(ra[0].out),
+        nexar_rank(ra[0].out), nexar_rank(ra[1].out));
     nexar_request *rq = NULL;
     rc = nexar_recv_nb(ra[0].out, &in, sizeof in, 1, 77, &rq);
     int rc2 = rc ? rc : nexar_send(ra[1].out, &v, sizeof v, 0, 77);
@@ -628,8 +627,8 @@ static void scenario_agree(void) {
     for (int i = 0; i < 3; i++)
       pthread_join(t[i], NULL);
     uint32_t want = round == 1 ? 0x6u : 0x7u;
-    check(a[0].rc == 0 && a[1].rc == 0 && a[2].rc == 0 && a[0].flag == want &&
-              a[1].flag == want && a[2].flag == want,
+    check(a[0].rc == 0 && a[1].rc == 0 && a[2].rc == 0 && a[0].flag == want && a[1].flag == want &&
+              a[2].flag == want,
           name, "round %d%s: %s/%s/%s flags %x/%x/%x (want %x)", round,
           round >= 2 ? " (revoked)" : "", code_name(a[0].rc), code_name(a[1].rc),
           code_name(a[2].rc), a[0].flag, a[1].flag, a[2].flag, want);

@@ -34,14 +34,17 @@ static void *compress_rank(void *arg) {
   float in[COUNT], buf[COUNT], resid[COUNT] = {0};
   double total_in = 0, total_out = 0;
   for (int round = 0; round < 3; round++) {
-    for (int i = 0; i < COUNT; i++) in[i] = (float)((i * 7 + (int)r * 13 + round) % 64) - 32;
+    for (int i = 0; i < COUNT; i++)
+      in[i] = (float)((i * 7 + (int)r * 13 + round) % 64) - 32;
     memcpy(buf, in, sizeof buf);
-    for (int i = 0; i < COUNT; i++) total_in += in[i];
+    for (int i = 0; i < COUNT; i++)
+      total_in += in[i];
     const nexar_compressor *comp = round == 1 ? rk : topk;
     CHECK(nexar_all_reduce_compressed(c, buf, COUNT, NEXAR_F32, NEXAR_SUM, comp, resid) == 0,
           "compressed round %d", round);
     if (r == 0)
-      for (int i = 0; i < COUNT; i++) total_out += buf[i];
+      for (int i = 0; i < COUNT; i++)
+        total_out += buf[i];
     memcpy(results[r], buf, sizeof buf);
     nexar_barrier(c);
     CHECK(memcmp(results[r], results[0], sizeof buf) == 0, "rank %u differs from rank 0", r);
@@ -49,7 +52,8 @@ static void *compress_rank(void *arg) {
   }
   /* error feedback: what was not sent stays in the residuals (exact: small integers) */
   double rsum = 0;
-  for (int i = 0; i < COUNT; i++) rsum += resid[i];
+  for (int i = 0; i < COUNT; i++)
+    rsum += resid[i];
   double all_r = 0;
   CHECK(nexar_all_reduce(c, &rsum, 1, NEXAR_F64, NEXAR_SUM) == 0, "residual sum");
   all_r = rsum;
@@ -61,7 +65,8 @@ static void *compress_rank(void *arg) {
         all_r);
   float x = 1;
   CHECK(nexar_all_reduce_compressed(c, &x, 1, NEXAR_F32, NEXAR_MAX, topk, resid) ==
-            NEXAR_ERR_UNSUPPORTED, "max is unsupported");
+            NEXAR_ERR_UNSUPPORTED,
+        "max is unsupported");
   nexar_compressor *bad;
   CHECK(nexar_compressor_topk_new(&bad, 0.0) == NEXAR_ERR_INVALID_ARGUMENT && !bad, "ratio 0");
   nexar_compressor_del(topk);
@@ -120,8 +125,8 @@ static void *elastic_rank(void *arg) {
   CHECK(rc == 0, "checkpoint with a leaver: %d", rc);
   int v = 1;
   rc = nexar_all_reduce(c, &v, 1, NEXAR_I32, NEXAR_SUM);
-  CHECK(rc == NEXAR_ERR_ABORTED && strstr(nexar_last_error(), r == N - 1 ? "left at checkpoint"
-                                                                          : "resized at checkpoint"),
+  CHECK(rc == NEXAR_ERR_ABORTED &&
+            strstr(nexar_last_error(), r == N - 1 ? "left at checkpoint" : "resized at checkpoint"),
         "old view after the resize: %d", rc);
   if (r == N - 1) {
     CHECK(!nc, "the leaver got a communicator");
@@ -129,9 +134,9 @@ static void *elastic_rank(void *arg) {
   }
   CHECK(nc && nexar_world_size(nc) == N - 1 && nexar_rank(nc) == r && nexar_view_epoch(nc) == 1,
         "new view");
-  CHECK(nexar_elastic_info_get(nc, &info) == 0 && info.new_world == N - 1 &&
-            info.old_world == N && info.left == 1 && info.joined == 0 && info.old_rank == r &&
-            !info.i_am_new && info.epoch == 1,
+  CHECK(nexar_elastic_info_get(nc, &info) == 0 && info.new_world == N - 1 && info.old_world == N &&
+            info.left == 1 && info.joined == 0 && info.old_rank == r && !info.i_am_new &&
+            info.epoch == 1,
         "info after");
   new_ids[r] = nexar_comm_id(nc);
   v = (int)r + 1;
@@ -156,15 +161,19 @@ static void *min_world_rank(void *arg) {
 
 static int run_on(nexar_client **cs, int n, void *(*fn)(void *)) {
   pthread_t t[N];
-  for (int i = 0; i < n; i++) pthread_create(&t[i], NULL, fn, cs[i]);
-  for (int i = 0; i < n; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < n; i++)
+    pthread_create(&t[i], NULL, fn, cs[i]);
+  for (int i = 0; i < n; i++)
+    pthread_join(t[i], NULL);
   return failures;
 }
 
 static int run(void *(*fn)(void *)) {
   pthread_t t[N];
-  for (int i = 0; i < N; i++) pthread_create(&t[i], NULL, fn, cl[i]);
-  for (int i = 0; i < N; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < N; i++)
+    pthread_create(&t[i], NULL, fn, cl[i]);
+  for (int i = 0; i < N; i++)
+    pthread_join(t[i], NULL);
   return failures;
 }
 
@@ -184,12 +193,15 @@ int main(void) {
     failures++;
   }
   printf("elastic leave: %s\n", f ? "FAILED" : "ok");
-  for (int i = 0; i < N; i++) nexar_client_del(el[i]);
+  for (int i = 0; i < N; i++)
+    nexar_client_del(el[i]);
   cfg.elastic_min_world = 2;
   if (nexar_bootstrap_local(el, 2, &cfg)) return 1;
   f = run_on(el, 2, min_world_rank);
   printf("elastic_min_world: %s\n", f ? "FAILED" : "ok");
-  for (int i = 0; i < 2; i++) nexar_client_del(el[i]);
-  for (int i = 0; i < N; i++) nexar_client_del(cl[i]);
+  for (int i = 0; i < 2; i++)
+    nexar_client_del(el[i]);
+  for (int i = 0; i < N; i++)
+    nexar_client_del(cl[i]);
   return failures != 0;
 }

@@ -139,8 +139,8 @@ int main(int argc, char **argv) {
       continue;
     }
     if (!failed_once)
-      printf("rank %u: op failed with %s after %.0f ms at %lld: %s\n", g_world_rank,
-             code_name(rc), mono_ms() - t0, unix_ms(), nexar_last_error());
+      printf("rank %u: op failed with %s after %.0f ms at %lld: %s\n", g_world_rank, code_name(rc),
+             mono_ms() - t0, unix_ms(), nexar_last_error());
     failed_once = 1;
     fflush(stdout);
     /* recover until a view passes its check */
@@ -197,8 +197,7 @@ int main(int argc, char **argv) {
   }
   int rc = strcmp(mode, "p2pwait") ? step(c, mode, buf, count, it) : 0;
   if (rc) {
-    printf("rank %u: final %s -> %s: %s\n", g_world_rank, mode, code_name(rc),
-           nexar_last_error());
+    printf("rank %u: final %s -> %s: %s\n", g_world_rank, mode, code_name(rc), nexar_last_error());
     return 3;
   }
   printf("rank %u: done\n", g_world_rank);

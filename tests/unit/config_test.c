@@ -54,24 +54,37 @@ static int err_has(const char *needle) {
 static int cfg_same(const nexar_config *a, const nexar_config *b, const char *ctx) {
   int same = 1;
 #define CMP(f)                                                                                     \
-  if (a->f != b->f) {                                                                              \
-    fprintf(stderr, "  %s: field " #f " differs\n", ctx);                                          \
-    same = 0;                                                                                      \
-  }
-  CMP(struct_size)
-  CMP(collective_timeout_ms)
-  CMP(barrier_timeout_ms)
-  CMP(rpc_timeout_ms)
-  CMP(connect_timeout_ms)
-  CMP(large_msg_bytes)
-  CMP(pipeline_segment_bytes)
-  CMP(ring_max_world) CMP(bulk_transport) CMP(encrypt_bulk) CMP(compressed_allreduce_max_bytes)
-      CMP(heartbeat_interval_ms) CMP(heartbeat_timeout_ms) CMP(recovery_timeout_ms)
-          CMP(recovery_policy) CMP(topology) CMP(topology_degree) CMP(elastic_min_world)
-              CMP(elastic_max_world) CMP(elastic_checkpoint_timeout_ms) CMP(cluster_token)
-                  CMP(bind_addr) CMP(adapter)
+  do {                                                                                             \
+    if (a->f != b->f) {                                                                            \
+      fprintf(stderr, "  %s: field " #f " differs\n", ctx);                                        \
+      same = 0;                                                                                    \
+    }                                                                                              \
+  } while (0)
+  CMP(struct_size);
+  CMP(collective_timeout_ms);
+  CMP(barrier_timeout_ms);
+  CMP(rpc_timeout_ms);
+  CMP(connect_timeout_ms);
+  CMP(large_msg_bytes);
+  CMP(pipeline_segment_bytes);
+  CMP(ring_max_world);
+  CMP(bulk_transport);
+  CMP(encrypt_bulk);
+  CMP(compressed_allreduce_max_bytes);
+  CMP(heartbeat_interval_ms);
+  CMP(heartbeat_timeout_ms);
+  CMP(recovery_timeout_ms);
+  CMP(recovery_policy);
+  CMP(topology);
+  CMP(topology_degree);
+  CMP(elastic_min_world);
+  CMP(elastic_max_world);
+  CMP(elastic_checkpoint_timeout_ms);
+  CMP(cluster_token);
+  CMP(bind_addr);
+  CMP(adapter);
 #undef CMP
-                      return same;
+  return same;
 }
 
 static nexar_config base; /* defaults with a clean environment */

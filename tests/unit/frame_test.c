@@ -10,10 +10,19 @@
 #include "check.h"
 
 static nx_frame sample(void) {
-  nx_frame f = {.kind = NX_KIND_COLL, .flags = NX_FLAG_LAST, .coll_op = 3, .dtype = 9,
-                .redop = 2, .comm_id = 0x1122334455667788ull, .src = 0xdeadbeef,
-                .tag = 0x0102030405060708ull, .round = 77, .segment = 0xfffffffe,
-                .root = 12345, .status = -13, .count = 1ull << 40,
+  nx_frame f = {.kind = NX_KIND_COLL,
+                .flags = NX_FLAG_LAST,
+                .coll_op = 3,
+                .dtype = 9,
+                .redop = 2,
+                .comm_id = 0x1122334455667788ull,
+                .src = 0xdeadbeef,
+                .tag = 0x0102030405060708ull,
+                .round = 77,
+                .segment = 0xfffffffe,
+                .root = 12345,
+                .status = -13,
+                .count = 1ull << 40,
                 .length = NX_FRAME_MAX_PAYLOAD};
   return f;
 }
@@ -24,26 +33,32 @@ int main(void) {
   nx_frame_encode(&f, b);
   CHECK(b[0] == 0x4e && b[1] == 0x58 && b[2] == NX_FRAME_VERSION, "magic/version bytes");
   CHECK(nx_frame_decode(b, sizeof b, &g) == 0, "decode");
-  CHECK(memcmp(&f, &g, sizeof f) == 0 || (f.kind == g.kind && f.flags == g.flags &&
-        f.coll_op == g.coll_op && f.dtype == g.dtype && f.redop == g.redop &&
-        f.comm_id == g.comm_id && f.src == g.src && f.tag == g.tag && f.round == g.round &&
-        f.segment == g.segment && f.root == g.root && f.status == g.status &&
-        f.count == g.count && f.length == g.length), "round trip");
+  CHECK(memcmp(&f, &g, sizeof f) == 0 ||
+            (f.kind == g.kind && f.flags == g.flags && f.coll_op == g.coll_op &&
+             f.dtype == g.dtype && f.redop == g.redop && f.comm_id == g.comm_id && f.src == g.src &&
+             f.tag == g.tag && f.round == g.round && f.segment == g.segment && f.root == g.root &&
+             f.status == g.status && f.count == g.count && f.length == g.length),
+        "round trip");
   /* little-endian fixed offsets: the comm id starts at byte 8 */
   CHECK(b[8] == 0x88 && b[15] == 0x11, "comm id layout");
   /* every truncation is refused */
-  for (size_t n = 0; n < sizeof b; n++) CHECK(nx_frame_decode(b, n, &g) != 0, "truncated %zu", n);
+  for (size_t n = 0; n < sizeof b; n++)
+    CHECK(nx_frame_decode(b, n, &g) != 0, "truncated %zu", n);
   struct {
     size_t off;
     uint8_t val;
     const char *what;
-  } bad[] = {{0, 0, "magic"}, {2, 2, "version"}, {3, 0, "kind 0"}, {3, NX_KIND_MAX + 1, "kind"},
-             {4, 0x80, "unknown flag"}, {60, 1, "reserved"}, {55, 0x01, "length > max"}};
+  } bad[] = {{0, 0, "magic"},           {2, 2, "version"},
+             {3, 0, "kind 0"},          {3, NX_KIND_MAX + 1, "kind"},
+             {4, 0x80, "unknown flag"}, {60, 1, "reserved"},
+             {55, 0x01, "length > max"}};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     uint8_t c[NX_FRAME_HDR_LEN];
     memcpy(c, b, sizeof c);
-    if (bad[i].off == 55) memset(c + 48, 0xff, 8);
-    else c[bad[i].off] = bad[i].val;
+    if (bad[i].off == 55)
+      memset(c + 48, 0xff, 8);
+    else
+      c[bad[i].off] = bad[i].val;
     CHECK(nx_frame_decode(c, sizeof c, &g) == NEXAR_ERR_PROTOCOL, "%s accepted", bad[i].what);
   }
   /* every single-bit flip of a valid header either decodes or is refused: never crashes */

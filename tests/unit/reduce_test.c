@@ -612,7 +612,7 @@ static void test_identities(void) {
         uint64_t xi = get_elem(x, i, size), di = get_elem(d, i, size);
         int is_float = t < 4;
         uint64_t sbit = 1ull << (8 * size - 1);
-        if (is_float && ref_elem(dt, NEXAR_MIN, xi, xi) != xi) continue; /* NaN */
+        if (is_float && ref_elem(dt, NEXAR_MIN, xi, xi) != xi) continue;              /* NaN */
         if (is_float && (op == NEXAR_SUM || op == NEXAR_AVG) && xi == sbit) continue; /* -0 */
         CHECK(di == xi, "%s %s(identity, %llx) = %llx", nexar_dtype_name(dt), nexar_op_name(op),
               (unsigned long long)xi, (unsigned long long)di);
