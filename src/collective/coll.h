@@ -229,10 +229,11 @@ int nx_segcoll_nowait(const nx_job *j);
  * the other paths never read it); decided by the most any rank publishes,
  * so alike on every rank. Pure. */
 int nx_segcoll_inline(const nx_job *j);
-/* Does the streamed job j choose at run time between streaming and single
- * copy (two ranks, single copy allowed)? Then nx_segcoll_decider's rank
- * picks the way by the times it measured (proto/pick.h) and says which in
- * its arrival. Pure. */
+/* Does j choose at run time between its way and single copy (single copy
+ * allowed; a streamed job of two ranks, or an all_gather or all_to_all
+ * through the buffers from NX_SEG_EITHER_MIN published)? Then
+ * nx_segcoll_decider's rank picks the way by the times it measured
+ * (proto/pick.h) and says which in its arrival. Pure. */
 int nx_segcoll_either(const nx_job *j);
 /* The rank that decides for such a job: one that reads the other's data,
  * so its time is the whole transfer's. Pure. */

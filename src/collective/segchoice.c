@@ -184,8 +184,22 @@ int nx_segcoll_eligible(const nx_job *j) {
  * reader of lines its writer has just written takes each from the
  * writer's cache, five times slower in the second state; lines written
  * long before (single copy's source) are not. */
+/* From three ranks on, all_gather and all_to_all through the buffers
+ * (two copies, the writer's lines read from its cache) meet the same
+ * states: harness all_to_all n = 4, 64 KiB and 256 KiB a rank sends in
+ * all, 6 alternating runs: through the buffers 18-20 and 34-39 us in
+ * five, 54 and 173 in one; by single copy 29-33 and 58-72 in all; Open
+ * MPI's default 31-40 and 64-69. From this many bytes a rank publishes
+ * they choose too. */
+#define NX_SEG_EITHER_MIN (64u << 10)
+
 int nx_segcoll_either(const nx_job *j) {
-  return j->seg == NX_SEG_STREAM && j->c->size == 2 && j->c->cseg->cma;
+  nx_cseg *s = j->c->cseg;
+  if (!s->cma) return 0;
+  if (j->seg == NX_SEG_STREAM) return j->c->size == 2;
+  return j->seg == NX_SEG_BUFFERS &&
+         (j->kind == NX_COLL_ALL_GATHER || j->kind == NX_COLL_ALL_TO_ALL) &&
+         nx_segcoll_published(j, j->c->size, 1) >= NX_SEG_EITHER_MIN;
 }
 
 uint32_t nx_segcoll_decider(const nx_job *j) {

@@ -28,6 +28,7 @@
 #include "collective/algo.h"
 #include "collective/coll.h"
 #include "collective/segop.h"
+#include "proto/pick.h"
 #include "reduce/reduce.h"
 #include "runtime/comm.h"
 #include "runtime/cseg.h"
@@ -178,47 +179,82 @@ static int other_path(const nx_segop *o, uint32_t r, const char *role) {
                  nx_job_name(o->j), r, role);
 }
 
+/* Rank r arrived at o's sequence with o's signature (its `how` left out):
+ * 1, 0 not yet (*who = r), or what was wrong. */
+static int arrived_one(nx_segop *o, uint32_t r, uint32_t *who) {
+  nx_cseg *s = o->s;
+  unsigned p = (unsigned)(o->seq % NX_CSEG_RING);
+  nx_cseg_ctl *w = &s->ctl[r];
+  /* its arrival first: there, it is all we read of its words (the line
+   * of entered and msg, which it stores at every collective, stays in
+   * its cache) */
+  uint64_t av = atomic_load_explicit(&w->arr[p].arrive, memory_order_acquire);
+  int st = 1;
+  if (av != o->seq + 1 && !look_past(o)) {
+    *who = r;
+    return 0;
+  }
+  if (av != o->seq + 1) {
+    /* entered, then msg, then the arrival: seeing it past seq, or
+     * marked, means seeing its arrival at seq if it made one */
+    uint64_t e0 = atomic_load_explicit(&w->entered, memory_order_acquire);
+    uint64_t mv = atomic_load(&w->msg);
+    av = atomic_load(&w->arr[p].arrive);
+    uint64_t e1 = av > o->seq + 1 ? atomic_load(&w->entered) : e0;
+    st = nx_cseg_arrival(av, mv, e0, e1, o->seq);
+  }
+  if (st == 0) {
+    *who = r;
+    return 0;
+  }
+  if (st < 0) return nx_segop_impossible(o, r, "sequence");
+  if (st == 2) return other_path(o, r, "");
+  nx_cseg_sig theirs = w->arr[p].sig;
+  theirs.how = o->sig.how; /* (the decider's say, not the call's) */
+  if (memcmp(&theirs, &o->sig, sizeof theirs)) return mismatch(o, o->seq, &o->sig, r, &theirs);
+  return 1;
+}
+
 int nx_segop_arrived(void *arg, uint32_t *who) {
   nx_segop *o = arg;
   nx_cseg *s = o->s;
-  unsigned p = (unsigned)(o->seq % NX_CSEG_RING);
   for (; o->next < s->n; o->next++) {
-    uint32_t r = o->next;
-    if (r == s->me) continue;
-    nx_cseg_ctl *w = &s->ctl[r];
-    /* its arrival first: there, it is all we read of its words (the line
-     * of entered and msg, which it stores at every collective, stays in
-     * its cache) */
-    uint64_t av = atomic_load_explicit(&w->arr[p].arrive, memory_order_acquire);
-    int st = 1;
-    if (av != o->seq + 1 && !look_past(o)) {
-      *who = r;
-      return 0;
-    }
-    if (av != o->seq + 1) {
-      /* entered, then msg, then the arrival: seeing it past seq, or
-       * marked, means seeing its arrival at seq if it made one */
-      uint64_t e0 = atomic_load_explicit(&w->entered, memory_order_acquire);
-      uint64_t mv = atomic_load(&w->msg);
-      av = atomic_load(&w->arr[p].arrive);
-      uint64_t e1 = av > o->seq + 1 ? atomic_load(&w->entered) : e0;
-      st = nx_cseg_arrival(av, mv, e0, e1, o->seq);
-    }
-    if (st == 0) {
-      *who = r;
-      return 0;
-    }
-    if (st < 0) return nx_segop_impossible(o, r, "sequence");
-    if (st == 2) return other_path(o, r, "");
-    nx_cseg_sig theirs = w->arr[p].sig;
-    theirs.how = o->sig.how; /* (the decider's say, not the call's) */
-    if (memcmp(&theirs, &o->sig, sizeof theirs)) return mismatch(o, o->seq, &o->sig, r, &theirs);
+    if (o->next == s->me) continue;
+    int rc = arrived_one(o, o->next, who);
+    if (rc <= 0) return rc;
   }
   /* Each stored entered = seq + 1 before its arrival: the next collective's
    * step 1 (drained) needs no look at their entered words, whose line would
    * cross between cores at every call of a lock-step loop. */
   if (s->min_entered < o->seq + 1) s->min_entered = o->seq + 1;
   return 1;
+}
+
+/* The decider (o->from) arrived (nx_segop_way). */
+static int decider_arrived(void *arg, uint32_t *who) {
+  nx_segop *o = arg;
+  return arrived_one(o, o->from, who);
+}
+
+int nx_segop_way(nx_segop *o, uint64_t *t0) {
+  nx_job *j = o->j;
+  nx_cseg *s = o->s;
+  uint32_t dec = nx_segcoll_decider(j);
+  if (s->me == dec) {
+    *t0 = nx_now_ns();
+    int f = nx_segcoll_force_way; /* (tests) */
+    o->sig.how = (uint8_t)(f == 0 || f == 1 ? f
+                           : f == 2         ? (int)(o->seq & 1)
+                                            : nx_pick_way(&s->pick, j->count * j->es));
+    return 0;
+  }
+  o->from = dec;
+  int rc = nx_segop_wait(o, decider_arrived, "its arrival");
+  if (rc) return rc;
+  uint8_t how = s->ctl[dec].arr[o->seq % NX_CSEG_RING].sig.how;
+  if (how > 1) return nx_segop_impossible(o, dec, "way");
+  o->sig.how = how;
+  return 0;
 }
 
 static int drained(void *arg, uint32_t *who) {
@@ -566,6 +602,11 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
           : j->send;
   if (j->seg == NX_SEG_STREAM) return nx_segop_stream(&o, src);
   size_t pub = c->rank == j->root ? most : nx_segcoll_published(j, c->size, 0);
+  uint64_t t0 = 0; /* the decider's clock (nx_segop_way) */
+  if (nx_segcoll_either(j)) {
+    if ((rc = nx_segop_way(&o, &t0))) return rc;
+    o.cma = o.sig.how;
+  }
   if (o.cma) /* where the others read it (published by the arrival) */
     o.s->ctl[c->rank].arr[o.seq % NX_CSEG_RING].addr = (uint64_t)(uintptr_t)src;
   else if (pub)
@@ -577,9 +618,12 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
     return 0;
   }
   rc = nx_segop_wait(&o, nx_segop_arrived, "its arrival");
-  if (!rc && o.cma) return nx_segop_single_copy(&o);
+  if (!rc && o.cma)
+    rc = nx_segop_single_copy(&o);
+  else if (!rc && j->count)
+    compute(&o); /* (count 0: buffers may be NULL) */
   if (rc) return rc;
-  if (j->count) compute(&o); /* (count 0: buffers may be NULL) */
+  if (t0) nx_pick_done(&o.s->pick, j->count * j->es, o.sig.how, nx_now_ns() - t0);
   /* the root may not have waited for us: it checks our bit later */
   if ((j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER) && c->rank != j->root &&
       c->size <= NX_CSEG_BCAST_RANKS)

@@ -59,6 +59,15 @@ void nx_own_step(nx_own_part *w, size_t most);
 /* Our own block of a collective that only copies, from send to recv. */
 void nx_segop_copy_own(const nx_segop *o);
 
+/* Where nx_segcoll_either says, the way this rank takes, in o->sig.how (0:
+ * streamed or through the buffers, 1: single copy): the decider picks it
+ * (proto/pick.h; a test may force it; never fails) and starts its clock
+ * (*t0, for nx_pick_done at the end) before it arrives; another rank waits
+ * for the decider's arrival, which says it: through the buffers before it
+ * publishes and arrives itself (the decider, rank 0, depends on no
+ * argument), streamed after its own arrival. A way other than 0 or 1
+ * there is PROTOCOL. */
+int nx_segop_way(nx_segop *o, uint64_t *t0);
 /* A streamed job (NX_SEG_STREAM) after step 1, from src (segstream.c). */
 int nx_segop_stream(nx_segop *o, const void *src);
 /* Bytes of its buffer a streamed job's writer uses. */

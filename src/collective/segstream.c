@@ -82,15 +82,14 @@ static void stream_shape(const nx_cseg *s, const nx_job *j, uint32_t *pieces, ui
   *ring = (uint32_t)(s->slot / piece);
 }
 
-/* Streamed (cseg.h, NX_CSEG_PIECE), once this rank arrived (checked: and
- * saw the others' arrivals): a writer writes its pieces into its buffer as a ring, waiting for the
+/* Streamed (cseg.h, NX_CSEG_PIECE), once this rank arrived: a writer writes its pieces into its buffer as a ring, waiting for the
  * arrivals (and signatures) once the ring is full or it is done, and for
  * its readers' reading of a piece before it writes over it; a reader waits
  * for the arrivals, then copies each piece of its writer as it comes. A
  * rank that does both writes piece c, then reads piece c. It returns once
  * it wrote and read the last: its buffer is not written again before
  * every reader began the next collective (step 1). */
-static int run_stream(nx_segop *o, int checked) {
+static int run_stream(nx_segop *o) {
   nx_job *j = o->j;
   nx_cseg *s = o->s;
   size_t blk = j->count * j->es, piece = NX_CSEG_PIECE;
@@ -100,7 +99,7 @@ static int run_stream(nx_segop *o, int checked) {
   uint8_t *dst, *mine = nx_cseg_buf(s, s->me, o->seq), *theirs;
   stream_ends(o, &src, &dst);
   theirs = nx_cseg_buf(s, o->from, o->seq);
-  int rc = 0;
+  int checked = 0, rc = 0;
   nx_own_part own = src && dst ? nx_segop_own_parts(o) : (nx_own_part){0};
   o->extra_ns = nx_spin_for_bytes(piece);
   o->extra_set = 1;
@@ -143,40 +142,27 @@ static int run_stream(nx_segop *o, int checked) {
   return 0;
 }
 
-/* A streamed job after step 1. Where nx_segcoll_either says, its decider
- * picks the way, says which in its arrival (sig.how) and measures the call;
- * the other rank learns it from that arrival before it writes. Single
- * copy reads from src (run: as its publishing would). */
+/* A streamed job after step 1. Where nx_segcoll_either says, it takes the
+ * way nx_segop_way gives, and its decider measures the call. Single copy
+ * reads from src (run: as its publishing would). */
 int nx_segop_stream(nx_segop *o, const void *src) {
   nx_job *j = o->j;
   nx_cseg *s = o->s;
-  int either = nx_segcoll_either(j), rc;
-  uint32_t dec = either ? nx_segcoll_decider(j) : 0;
-  size_t blk = j->count * j->es;
+  int either = nx_segcoll_either(j), decides = either && s->me == nx_segcoll_decider(j), rc;
   uint64_t t0 = 0;
-  if (either && s->me == dec) {
-    t0 = nx_now_ns();
-    int f = nx_segcoll_force_way; /* (tests) */
-    o->sig.how = (uint8_t)(f == 0 || f == 1 ? f
-                           : f == 2         ? (int)(o->seq & 1)
-                                            : nx_pick_way(&s->pick, blk));
-  }
+  if (decides) nx_segop_way(o, &t0); /* (the decider's pick cannot fail) */
   nx_cseg_stream_begin(s, o->seq);
   if (either) s->ctl[s->me].arr[o->seq % NX_CSEG_RING].addr = (uint64_t)(uintptr_t)src;
   nx_cseg_arrive(s, o->seq, &o->sig);
-  int checked = either && s->me != dec;
-  if (checked) {
-    if ((rc = nx_segop_wait(o, nx_segop_arrived, "its arrival"))) return rc;
-    uint8_t how = s->ctl[dec].arr[o->seq % NX_CSEG_RING].sig.how;
-    if (how > 1) return nx_segop_impossible(o, dec, "way");
-    o->sig.how = how;
-  }
-  if (!o->sig.how) {
-    rc = run_stream(o, checked);
-  } else if (!(rc = nx_segop_wait(o, nx_segop_arrived, "its arrival"))) {
+  /* The other rank learns the way after its own arrival: who decides
+   * depends on the root, and ranks that disagree on it must each arrive
+   * to find the mismatch, not wait for the other's arrival first. */
+  if (either && !decides && (rc = nx_segop_way(o, &t0))) return rc;
+  if (!o->sig.how)
+    rc = run_stream(o);
+  else if (!(rc = nx_segop_wait(o, nx_segop_arrived, "its arrival")))
     rc = nx_segop_single_copy(o);
-  }
-  if (!rc && t0) nx_pick_done(&s->pick, blk, o->sig.how, nx_now_ns() - t0);
+  if (!rc && t0) nx_pick_done(&s->pick, j->count * j->es, o->sig.how, nx_now_ns() - t0);
   return rc;
 }
 

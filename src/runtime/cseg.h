@@ -47,11 +47,14 @@
  * it is announced and announces it in `sread`. A rank returns once it
  * wrote and read its last piece (step 1 of k + 2 keeps buffer p).
  * Between two ranks these (and a broadcast) choose at every call between
- * streaming and single copy: one rank decides (collective/coll.h,
- * nx_segcoll_decider, by the times it measured) and says which in
- * arr[i].sig.how, which the signature comparison leaves out; every rank
- * publishes arr[i].addr too, and the other waits for the decider's
- * arrival before it writes (a way other than 0 or 1 is PROTOCOL).
+ * streaming and single copy, and from three ranks on all_gather and
+ * all_to_all between the buffers and single copy: one rank decides
+ * (collective/coll.h, nx_segcoll_either, nx_segcoll_decider; by the times it
+ * measured) and says which in arr[i].sig.how, which the signature
+ * comparison leaves out; every rank publishes arr[i].addr too. The others
+ * learn the way from the decider's arrival: streamed, after their own;
+ * through the buffers, before they publish (a way other than 0 or 1 is
+ * PROTOCOL).
  *
  * Small broadcasts take a deeper ring instead (nx_cseg_bent): root r writes
  * broadcast k into its entry k % NX_CSEG_BDEPTH (signature, data, then

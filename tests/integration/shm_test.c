@@ -508,15 +508,56 @@ static void stream_ways(nexar_client *c, uint32_t me) {
   free(b);
 }
 
-/* All of stream_ways; between two ranks once for each way they may take:
- * forced streamed, forced single copy, each in turn, then as measured. */
+/* From three ranks on, all_gather and all_to_all through the buffers from
+ * NX_SEG_EITHER_MIN published take the way rank 0 says (nx_segcoll_either):
+ * around that size and the buffer's, checked exactly, each call shown to
+ * have taken the way said (single copy: it said it left) and, where the
+ * test forces one, that way. */
+static void copy_ways(nexar_client *c, uint32_t me) {
+  const size_t slot = nx_cseg_slot(W), ag[] = {64u << 10, slot};
+  const size_t a2a[] = {((64u << 10) + W - 1) / W, (slot - 1) / W};
+  uint8_t *x = malloc((size_t)W * slot), *y = malloc((size_t)W * slot);
+  if (!x || !y) FAIL("out of memory");
+  for (int k = 0; k < 2; k++)
+    for (int kind = 0; kind < 2; kind++) {
+      size_t n = kind ? a2a[k] : ag[k];
+      for (size_t i = 0; i < (size_t)W * n; i++)
+        x[i] = (uint8_t)(me * 37 + i * 5 + (size_t)k);
+      memset(y, 0xee, (size_t)W * n);
+      int rc =
+          kind ? nexar_all_to_all(c, x, y, n, NEXAR_U8) : nexar_all_gather(c, x, y, n, NEXAR_U8);
+      if (rc) FAIL("%s %zu", kind ? "all_to_all" : "all_gather", n);
+      for (uint32_t r = 0; r < W; r++)
+        for (size_t i = 0; i < n; i++) {
+          size_t at = kind ? me * n + i : i; /* where in rank r's send */
+          if (y[r * n + i] != (uint8_t)(r * 37 + at * 5 + (size_t)k))
+            FAIL("%s of %zu: block %u byte %zu", kind ? "all_to_all" : "all_gather", n, r, i);
+        }
+      uint64_t seq = atomic_load(&c->next_seq) - 1;
+      int way = c->cseg->ctl[0].arr[seq % NX_CSEG_RING].sig.how, f = nx_segcoll_force_way;
+      if ((f == 0 || f == 1) && way != f)
+        FAIL("took way %d, forced %d (#%llu)", way, f, (unsigned long long)seq);
+      if (f == 2 && way != (int)(seq & 1))
+        FAIL("took way %d at #%llu, forced each in turn", way, (unsigned long long)seq);
+      if (way && atomic_load(&c->cseg->ctl[me].left) != seq + 1)
+        FAIL("%s of %zu: way 1 but no single copy (#%llu)", kind ? "all_to_all" : "all_gather", n,
+             (unsigned long long)seq);
+    }
+  free(x);
+  free(y);
+}
+
+/* All of stream_ways (and, from three ranks on, copy_ways) once for each
+ * way the ranks may take: forced streamed or through the buffers, forced
+ * single copy, each in turn, then as measured. */
 static void stream_colls(nexar_client *c, uint32_t me) {
   const int ways[] = {0, 1, 2, -1};
-  for (int k = W == 2 ? 0 : 3; k < 4; k++) {
+  for (int k = 0; k < 4; k++) {
     pthread_barrier_wait(&g_bar);
     if (me == 0) nx_segcoll_force_way = ways[k];
     pthread_barrier_wait(&g_bar);
-    stream_ways(c, me);
+    if (W == 2 || ways[k] < 0) stream_ways(c, me);
+    if (W > 2) copy_ways(c, me);
   }
 }
 
