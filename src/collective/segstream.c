@@ -82,13 +82,12 @@ static void stream_shape(const nx_cseg *s, const nx_job *j, uint32_t *pieces, ui
   *ring = (uint32_t)(s->slot / piece);
 }
 
-/* Streamed (cseg.h, NX_CSEG_PIECE), once this rank arrived: a writer writes its pieces into its buffer as a ring, waiting for the
- * arrivals (and signatures) once the ring is full or it is done, and for
- * its readers' reading of a piece before it writes over it; a reader waits
- * for the arrivals, then copies each piece of its writer as it comes. A
- * rank that does both writes piece c, then reads piece c. It returns once
- * it wrote and read the last: its buffer is not written again before
- * every reader began the next collective (step 1). */
+/* Streamed (cseg.h, NX_CSEG_PIECE), once this rank arrived: a writer writes its pieces into its
+ * buffer as a ring, waiting for the arrivals (and signatures) once the ring is full or it is done,
+ * and for its readers' reading of a piece before it writes over it; a reader waits for the
+ * arrivals, then copies each piece of its writer as it comes. A rank that does both writes piece c,
+ * then reads piece c. It returns once it wrote and read the last: its buffer is not written again
+ * before every reader began the next collective (step 1). */
 static int run_stream(nx_segop *o) {
   nx_job *j = o->j;
   nx_cseg *s = o->s;

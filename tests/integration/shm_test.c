@@ -543,6 +543,23 @@ static void copy_ways(nexar_client *c, uint32_t me) {
         FAIL("%s of %zu: way 1 but no single copy (#%llu)", kind ? "all_to_all" : "all_gather", n,
              (unsigned long long)seq);
     }
+  /* mismatches, MISMATCH on every rank, none waiting for another: counts
+   * that differ (both choosing), another collective (both choosing), and a
+   * rank 0 below NX_SEG_EITHER_MIN against the others above it and back */
+  int32_t a[4] = {0};
+  int rc = nexar_all_to_all(c, x, y, me == 0 ? a2a[1] : a2a[1] - 1, NEXAR_U8);
+  if (rc != NEXAR_ERR_MISMATCH) FAIL("all_to_all counts that differ: %s", nexar_strerror(rc));
+  after_late(c, me, 0, a, "all_to_all counts that differ");
+  rc = me == 0 ? nexar_all_gather(c, x, y, ag[0], NEXAR_U8)
+               : nexar_all_to_all(c, x, y, a2a[1], NEXAR_U8);
+  if (rc != NEXAR_ERR_MISMATCH) FAIL("all_gather against all_to_all: %s", nexar_strerror(rc));
+  after_late(c, me, 0, a, "all_gather against all_to_all");
+  for (uint32_t small = 0; small < 2; small++) {
+    rc = nexar_all_gather(c, x, y, (me == 0) == (small == 0) ? 1024 : ag[0], NEXAR_U8);
+    if (rc != NEXAR_ERR_MISMATCH)
+      FAIL("all_gather of 1 KiB against 64 KiB: %s", nexar_strerror(rc));
+    after_late(c, me, 0, a, "all_gather of 1 KiB against 64 KiB");
+  }
   free(x);
   free(y);
 }
