@@ -130,8 +130,8 @@ static int chunks(const nx_job *j, uint32_t n) {
  * reads: streamed only up to NX_CSEG_SCATTER_STREAM_MAX a rank (64 KiB
  * in all 5.5-6.0 -> 1.9-3.1 us, 256 KiB 8.6-9.1 -> 6.6-7.5; 1 MiB
  * 21.4-21.7 against 24.6-28.2 streamed). Between two ranks these measured
- * in the machine's faster state; in its other streaming is five times
- * slower, so there each call may take single copy instead
+ * in the machine's faster state; in its other streaming is 3-8 times
+ * slower (64 KiB-1 MiB), so there each call may take single copy instead
  * (nx_segcoll_either). Pure. */
 static int streamed(const nx_job *j, uint32_t n) {
   size_t blk = j->count * j->es;
@@ -182,8 +182,8 @@ int nx_segcoll_eligible(const nx_job *j) {
  * against 107-191 (64 KiB 34-45 against 8-14 us, 16 MiB 6.0-10.6 against
  * 4.7-6.9 ms). bench/dirty_lines.c shows why without the library: a
  * reader of lines its writer has just written takes each from the
- * writer's cache, five times slower in the second state; lines written
- * long before (single copy's source) are not. */
+ * writer's cache, 8-10 times slower in the second state (1 MiB); lines
+ * written long before (single copy's source) are not. */
 /* From three ranks on, all_gather and all_to_all through the buffers
  * (two copies, the writer's lines read from its cache) meet the same
  * states: harness all_to_all n = 4, 64 KiB and 256 KiB a rank sends in
