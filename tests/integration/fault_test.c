@@ -557,6 +557,16 @@ static void scenario_split(void) {
     check(failed_set_is(m->child, want, 1, got, sizeof got), name,
           "child rank %u: failed_ranks = %s (want {%u}, child numbering; parent rank 3)", cr, got,
           VICTIM_CHILD);
+    /* the callback runs on a pool worker, after the failure that the calls
+     * above already returned: under load it may not have run yet (seen in
+     * CI, the suite at -j2). Its own timestamp is what must be prompt. */
+    for (int i = 0; i < 200; i++) {
+      pthread_mutex_lock(&m->rec.mu);
+      int calls = m->rec.calls;
+      pthread_mutex_unlock(&m->rec.mu);
+      if (calls) break;
+      sleep_ms(10);
+    }
     pthread_mutex_lock(&m->rec.mu);
     int ok = m->rec.calls >= 1 && m->rec.n == 1 && m->rec.dead[0] == VICTIM_CHILD;
     check(ok && m->rec.t - g_t_child_abort < PROMPT_MS, name,
