@@ -1,10 +1,10 @@
 /* libFuzzer target for the shared-memory ring a same-host peer writes
  * (core/ring.h, runtime/shm.c): the record decoder (prefix, lengths, wrap,
- * a tail that claims too much) and, for each record it accepts, the frame
- * validation and matching behind it (nx_shm_deliver_locked), on an endpoint
- * without sockets. Input: u16 published bytes, u16 consumer index (both
- * little-endian), then the ring's 4096 data bytes (the rest zero).
- * Smoke run without libFuzzer: -DNX_FUZZ_STANDALONE, corpus files as args. */
+ * a tail that claims too much, the ack applied to the paired ring) and, for
+ * each record it accepts, the frame validation and matching behind it
+ * (nx_shm_deliver_locked), on an endpoint without sockets. Input: u16 published bytes, u16 consumer
+ * index (both little-endian), then the ring's 4096 data bytes (the rest zero). Smoke run without
+ * libFuzzer: -DNX_FUZZ_STANDALONE, corpus files as args. */
 #include <string.h>
 
 #include "core/ring.h"
@@ -24,8 +24,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(ring, data + 4, size - 4 < CAP ? size - 4 : CAP);
   atomic_store(&ctl.head, head);
   atomic_store(&ctl.tail, head + pub);
-  nx_ring r;
+  nx_ring r, w; /* w: the paired ring's producer, which acks move on */
   nx_ring_init(&r, &ctl, ring, CAP, 0);
+  static uint8_t wring[CAP];
+  static nx_ring_ctl wctl;
+  atomic_store(&wctl.tail, head);
+  atomic_store(&wctl.head, head / 2);
+  nx_ring_init(&w, &wctl, wring, CAP, 1);
   nx_ep *ep = make_endpoint();
   if (!ep) return 0;
   pthread_mutex_lock(&ep->mu);
@@ -33,8 +38,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t hdr[NX_FRAME_HDR_LEN];
     nexar_iovec v[2];
     size_t nv = 0;
-    uint64_t plen = 0, adv = 0;
-    if (nx_ring_peek(&r, hdr, v, &nv, &plen, &adv)) break;
+    uint64_t plen = 0, adv = 0, ack = 0;
+    if (nx_ring_peek(&r, hdr, v, &nv, &plen, &adv, &ack)) break;
+    if (nx_ring_acked(&w, ack)) break;
     if (nx_shm_deliver_locked(ep, ep->peers[1], hdr, v, nv, plen)) break;
     nx_ring_pop(&r, adv);
   }

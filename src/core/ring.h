@@ -6,23 +6,35 @@
  * bytes (a power of two). tail (bytes ever published) is written by the
  * producer only, head (bytes ever consumed) by the consumer only; each side
  * keeps its own index privately (pos) and never trusts the other's word for
- * it. A record is an 8-byte prefix (u32 length of header and payload, u32
- * its complement), from NX_RING_ALIGN_MIN payload bytes a gap up to the
- * next cache line, a frame header and the payload, padded to 8 bytes; it
- * may wrap.
- * A prefix of length 0 (a skip) says the next record starts at the ring's
- * first byte: a producer that finds the ring empty once it is a hot
- * window (nx_ring_hot) in starts over there, so that a trickle of
- * small messages keeps reusing the same few cache lines instead of walking
- * the whole ring through cold memory (measured: 8-byte ping-pong 0.37 ->
- * 0.22 us one-way once the ring's lines were warm).
+ * it. A record is a 16-byte prefix (u32 length of header and payload, u32
+ * its complement, u64 ack), from NX_RING_ALIGN_MIN payload bytes a gap up
+ * to the next cache line, a frame header and the payload, padded to 8
+ * bytes; it may wrap.
+ * A skip (8 bytes: length 0 and its complement) says the next record
+ * starts at the ring's first byte: a producer whose consumer has taken the
+ * records there starts over, so that small messages keep reusing the same
+ * few cache lines instead of walking the ring (measured: 8-byte ping-pong
+ * 0.37 -> 0.22 us one-way once the ring's lines were warm).
+ * ack is the writer's consumer index of the ring that runs the other way
+ * (rings come in pairs, one each way): what the reader's own producer may
+ * reuse. With it a producer learns, from the replies it reads anyway, that
+ * its ring is empty, and starts over after every small record of a
+ * request and reply (a line of the consumer's, read once per record, is a
+ * transfer between cores on the message's path). The same few lines then
+ * go back and forth: two CPUs passing 80-byte records through 256-384
+ * bytes took 0.035 us one-way, through 1-8 KiB 0.07-0.10 (bench/ring_lines.c
+ * on the 2-vCPU VM, in its fast state). Harness ping-pong n = 2, 16
+ * alternating runs, median round trip in cycles (Open MPI's default 724):
+ * 8 B 925 -> 802, 64 B 1004 -> 790, 256 B 1064 -> 834.
  *
  * Trust: the other side can write anything anywhere in the segment at any
  * time. The consumer copies the prefix and the header out before it
  * validates them; a tail that claims more than the ring holds, a prefix
- * whose two words disagree, or a record longer than what is published is
- * NEXAR_ERR_PROTOCOL. Payload bytes are handed out in place (the peer
- * changing them under us changes only data it sent anyway). */
+ * whose two words disagree, a record longer than what is published, or an
+ * ack of more than was published is NEXAR_ERR_PROTOCOL. Payload bytes are
+ * handed out in place (the peer changing them under us changes only data it
+ * sent anyway); an ack that lies only lets the producer overwrite what the
+ * liar has yet to read, as a head that lies would. */
 #ifndef NX_CORE_RING_H
 #define NX_CORE_RING_H
 
@@ -59,29 +71,38 @@ typedef struct nx_ring {
   uint8_t *data;
   uint64_t cap; /* power of two, >= 4096 */
   uint64_t pos; /* own index: tail (producer) or head (consumer) */
-  /* producer: the consumer's head as last read; read again only when it
-   * says there is no room (a load of the consumer's cache line per record
-   * costs a transfer between cores) */
+  /* producer: the consumer's head as last read or acknowledged; read
+   * again only when it says there is no room (a load of the consumer's
+   * cache line per record costs a transfer between cores) */
   uint64_t seen;
-  /* producer: the index from which it looks again whether the ring is
-   * empty (to start over at its first byte); once per hot window, as the
-   * look reads the consumer's line */
+  /* producer: the index from which it reads the consumer's head again to
+   * start over at the first byte; once per nx_ring_hot bytes, as the look
+   * reads the consumer's line */
   uint64_t check;
 } nx_ring;
 
-#define NX_RING_PREFIX 8u
-/* The hot window: cap / NX_RING_HOT_DIV bytes (8 KiB of a 2 MiB ring), or
- * NX_RING_HOT_RECORDS records of the size being written if that is more.
- * Small: its lines are cold until the writer's first lap through them
- * (nexar-perf sendrecv 8 B --procs n=2, 1500 round trips: 64 KiB 0.78-0.80
- * us one-way, 8 KiB 0.55-0.59; the steady cost is the same). Not below a
- * few records: a 16 KiB ping-pong that started over after every record
- * took 2.5-2.7 us instead of 2.3-2.4. */
-#define NX_RING_HOT_DIV 256u
+#define NX_RING_PREFIX 16u
+#define NX_RING_SKIP 8u
+/* The window: NX_RING_HOT_RECORDS records of the size being written. A
+ * record that would end past it starts over at the first byte if the
+ * consumer has taken what is there (ack or head). Not below a few records:
+ * a 16 KiB ping-pong that started over after every record took 2.5-2.7 us
+ * instead of 2.3-2.4; small records (up to NX_RING_PULL_MAX) start over as
+ * soon as the ring is known empty. */
 #define NX_RING_HOT_RECORDS 4u
+static inline uint64_t nx_ring_window(uint64_t need) {
+  return NX_RING_HOT_RECORDS * need;
+}
+/* How often a producer that knows of no room at the first byte reads the
+ * consumer's head to find some (a transfer between cores): every cap /
+ * NX_RING_HOT_DIV bytes (8 KiB of a 2 MiB ring), or window, if more. Its
+ * lines are cold until the writer's first lap through them (nexar-perf
+ * sendrecv 8 B --procs n=2, 1500 round trips: 64 KiB 0.78-0.80 us one-way,
+ * 8 KiB 0.55-0.59; the steady cost is the same). */
+#define NX_RING_HOT_DIV 256u
 static inline uint64_t nx_ring_hot(uint64_t cap, uint64_t need) {
   uint64_t w = cap / NX_RING_HOT_DIV;
-  return w > NX_RING_HOT_RECORDS * need ? w : NX_RING_HOT_RECORDS * need;
+  return w > nx_ring_window(need) ? w : nx_ring_window(need);
 }
 /* Who fetches a small record's lines ahead of time, so that its arrival
  * costs one transfer between cores rather than two in a row. Up to
@@ -118,25 +139,32 @@ static inline uint64_t nx_ring_record_at(uint64_t at, uint64_t len) {
 }
 /* The most bytes a record of `len` payload bytes takes, wherever it is. */
 static inline uint64_t nx_ring_record(uint64_t len) {
-  return nx_ring_record_at(0, len); /* (a line's first byte: the widest gap) */
+  /* (the widest gap: a prefix that ends 8 bytes into a line) */
+  return nx_ring_record_at((8u - NX_RING_PREFIX) & 63u, len);
 }
 
 /* Sets r up over ctl and data; pos from the control block's current index
  * (producer: tail, consumer: head). */
 void nx_ring_init(nx_ring *r, nx_ring_ctl *ctl, uint8_t *data, uint64_t cap, int producer);
-/* Producer: publishes one record (hdr then the payload of iov, len bytes).
- * 0; 1 if there is no room now; NEXAR_ERR_PROTOCOL if the consumer's head is
+/* Producer: publishes one record (hdr then the payload of iov, len bytes)
+ * carrying ack (the caller's consumer index of the paired ring). 0; 1 if
+ * there is no room now; NEXAR_ERR_PROTOCOL if the consumer's head is
  * impossible (behind what it may have consumed, or ahead of tail). */
-int nx_ring_put(nx_ring *r, const uint8_t hdr[NX_FRAME_HDR_LEN], const nexar_iovec *iov,
-                size_t niov, uint64_t len);
+int nx_ring_put(nx_ring *r, uint64_t ack, const uint8_t hdr[NX_FRAME_HDR_LEN],
+                const nexar_iovec *iov, size_t niov, uint64_t len);
 /* Consumer: the next record. 0: hdr copied out, its payload in v[0..*nv)
  * (pointers into the ring, 2 pieces at most), *plen bytes, *adv the record
  * size to pass to nx_ring_pop once it is used (a skip before the record
- * included); 1 if empty; NEXAR_ERR_PROTOCOL if malformed (a skip with no
+ * included), *ack the record's ack (for nx_ring_acked on the paired
+ * ring); 1 if empty; NEXAR_ERR_PROTOCOL if malformed (a skip with no
  * record published after it among them). */
 int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[2], size_t *nv,
-                 uint64_t *plen, uint64_t *adv);
+                 uint64_t *plen, uint64_t *adv, uint64_t *ack);
 void nx_ring_pop(nx_ring *r, uint64_t adv);
+/* Producer: the consumer says (in a record of the paired ring) that it has
+ * consumed up to ack. 0 (older news is ignored); NEXAR_ERR_PROTOCOL if ack
+ * is beyond what was published. */
+int nx_ring_acked(nx_ring *r, uint64_t ack);
 /* Producer: bytes published and not consumed yet (reads the consumer's
  * head), or NEXAR_ERR_PROTOCOL (its head is impossible) as a negative. */
 int64_t nx_ring_used(nx_ring *r);

@@ -325,7 +325,8 @@ static void protocol(nx_ep *ep, nx_shm *s, const char *what) {
 /* 0 sent, 1 no room, <0 the peer was dropped. */
 static int put(nx_ep *ep, nx_shm *s, const uint8_t *hdr, const nexar_iovec *iov, size_t niov,
                uint64_t len) {
-  int rc = nx_ring_put(&s->tx, hdr, iov, niov, len);
+  /* the ack: how far we have read the peer's ring (ring.h) */
+  int rc = nx_ring_put(&s->tx, s->rx.pos, hdr, iov, niov, len);
   if (rc < 0) {
     protocol(ep, s, "the reader's index is impossible");
     return NEXAR_ERR_PROTOCOL;
@@ -520,6 +521,15 @@ int nx_shm_send_desc_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
 
 /* ---------------------------------------------------------------- receive */
 
+/* The next record from s's peer (nx_ring_peek), its ack applied to our
+ * ring to the peer: 0, 1 if none, PROTOCOL. */
+static int peek(nx_shm *s, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[2], size_t *nv,
+                uint64_t *plen, uint64_t *adv) {
+  uint64_t ack = 0;
+  int rc = nx_ring_peek(&s->rx, hdr, v, nv, plen, adv, &ack);
+  return rc ? rc : nx_ring_acked(&s->tx, ack);
+}
+
 /* The frame of a record from p, validated like network bytes: 0 or
  * PROTOCOL. */
 static int record_frame(const nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN], uint64_t plen,
@@ -591,7 +601,7 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
   nexar_iovec v[2];
   size_t nv = 0;
   uint64_t plen = 0, adv = 0;
-  int rc = nx_ring_peek(&s->rx, hdr, v, &nv, &plen, &adv);
+  int rc = peek(s, hdr, v, &nv, &plen, &adv);
   if (rc == 1) return 0;
   /* the payload's lines are in the writer's cache: ask for all of them at
    * once (up to 4 KiB) while the header is checked, instead of one by one
@@ -637,7 +647,7 @@ static int drain(nx_ep *ep, nx_shm *s) {
     nexar_iovec v[2];
     size_t nv = 0;
     uint64_t plen = 0, adv = 0;
-    int rc = nx_ring_peek(&s->rx, hdr, v, &nv, &plen, &adv);
+    int rc = peek(s, hdr, v, &nv, &plen, &adv);
     if (rc == 1) break;
     if (rc == 0) rc = nx_shm_deliver_locked(ep, s->peer, hdr, v, nv, plen);
     if (rc) { /* still busy: the peer's teardown must not read it again */
@@ -783,7 +793,7 @@ int nx_shm_test_forge(nx_ep *ep, nx_peer *p, int how) {
     nx_frame_encode(&f, hdr);
     uint8_t pay[8] = {0};
     nexar_iovec v = {pay, 8};
-    return nx_ring_put(&s->tx, hdr, &v, 1, 8);
+    return nx_ring_put(&s->tx, s->rx.pos, hdr, &v, 1, 8);
   }
   return 0;
 }

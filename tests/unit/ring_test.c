@@ -24,13 +24,13 @@ int main(void) {
   uint8_t h[NX_FRAME_HDR_LEN], got[NX_FRAME_HDR_LEN], buf[CAP];
   nexar_iovec v[2];
   size_t nv;
-  uint64_t plen, adv;
+  uint64_t plen, adv, ack;
   /* many records of varying size, so they wrap at every offset */
   atomic_store(&ctl.head, 0);
   atomic_store(&ctl.tail, 0);
   nx_ring_init(&tx, &ctl, data, CAP, 1);
   nx_ring_init(&rx, &ctl, data, CAP, 0);
-  CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == 1, "empty ring");
+  CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == 1, "empty ring");
   /* nx_ring_record bounds a record wherever it starts (room and window
    * checks rely on it) */
   for (uint64_t len = 0; len < 2 * NX_RING_ALIGN_MIN; len += 7)
@@ -44,11 +44,11 @@ int main(void) {
       buf[i] = (uint8_t)(i + sent);
     hdr_of(h, len, sent);
     nexar_iovec in[2] = {{buf, (size_t)(len / 2)}, {buf + len / 2, (size_t)(len - len / 2)}};
-    int rc = nx_ring_put(&tx, h, in, 2, len);
+    int rc = nx_ring_put(&tx, 0, h, in, 2, len);
     CHECK(rc == 0 || rc == 1, "put: %d", rc);
     if (rc == 0) sent++;
     if (rc == 1 || round % 3 == 0) {
-      while (nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == 0) {
+      while (nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == 0) {
         nx_frame f;
         CHECK(!nx_frame_decode(got, NX_FRAME_HDR_LEN, &f), "decode");
         CHECK(f.tag == recvd && f.length == plen, "order: tag %llu want %u",
@@ -70,7 +70,7 @@ int main(void) {
   CHECK(sent > 1000, "the ring moved (%u)", sent);
   /* a ring the consumer keeps empty: the producer starts over at the first
    * byte once past the hot window, so records stay within it (plus one) */
-  while (nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == 0)
+  while (nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == 0)
     nx_ring_pop(&rx, adv), recvd++;
   CHECK(recvd == sent, "drained (%u of %u)", recvd, sent);
   uint64_t hot = nx_ring_hot(CAP, nx_ring_record(8)), lap0 = tx.pos / CAP;
@@ -78,13 +78,13 @@ int main(void) {
   for (int i = 0; i < 500; i++) {
     hdr_of(h, 8, sent);
     nexar_iovec in = {buf, 8};
-    CHECK(nx_ring_put(&tx, h, &in, 1, 8) == 0, "put %d", i);
+    CHECK(nx_ring_put(&tx, 0, h, &in, 1, 8) == 0, "put %d", i);
     uint64_t off = (tx.pos - nx_ring_record(8)) & (CAP - 1);
     /* (the window the larger records before left is used up first) */
     restarted |= off == 0;
     CHECK(!restarted || off < hot + nx_ring_record(8), "record at %llu, hot window %llu",
           (unsigned long long)off, (unsigned long long)hot);
-    CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == 0 && plen == 8, "peek %d", i);
+    CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == 0 && plen == 8, "peek %d", i);
     nx_frame f;
     CHECK(!nx_frame_decode(got, NX_FRAME_HDR_LEN, &f) && f.tag == sent, "skip order %d", i);
     nx_ring_pop(&rx, adv);
@@ -102,13 +102,85 @@ int main(void) {
     for (int i = 0; i < 100; i++) {
       hdr_of(h, big, sent);
       nexar_iovec in = {buf, big};
-      CHECK(nx_ring_put(&tx, h, &in, 1, big) == 0, "big put %d", i);
-      CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == 0 && plen == big, "big peek %d", i);
+      CHECK(nx_ring_put(&tx, 0, h, &in, 1, big) == 0, "big put %d", i);
+      CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == 0 && plen == big, "big peek %d",
+            i);
       nx_ring_pop(&rx, adv);
       sent++, records++;
     }
     uint64_t per_lap = (uint64_t)records / (tx.pos / CAP - laps);
     CHECK(per_lap >= NX_RING_HOT_RECORDS, "%llu big records a lap", (unsigned long long)per_lap);
+  }
+  /* acks: a request and reply through a pair of rings. Each side learns
+   * from the other's records that its ring is empty, so every small record
+   * (after the first) starts over at the first byte without reading the
+   * other's head; and an ack of more than was published is PROTOCOL */
+  {
+    static _Alignas(64) uint8_t d2[2][CAP];
+    static nx_ring_ctl c2[2];
+    nx_ring a2b, b2a, brx, arx; /* a writes a2b, b reads it as brx */
+    nx_ring_init(&a2b, &c2[0], d2[0], CAP, 1);
+    nx_ring_init(&brx, &c2[0], d2[0], CAP, 0);
+    nx_ring_init(&b2a, &c2[1], d2[1], CAP, 1);
+    nx_ring_init(&arx, &c2[1], d2[1], CAP, 0);
+    int at0 = 0;
+    for (int i = 0; i < 300; i++) {
+      uint64_t check = a2b.check;
+      hdr_of(h, 8, (uint32_t)i);
+      nexar_iovec in = {buf, 8};
+      CHECK(nx_ring_put(&a2b, arx.pos, h, &in, 1, 8) == 0, "request %d", i);
+      at0 += i > 1 && ((a2b.pos - nx_ring_record(8)) & (CAP - 1)) == 0;
+      CHECK(nx_ring_peek(&brx, got, v, &nv, &plen, &adv, &ack) == 0 && plen == 8, "req %d", i);
+      CHECK(nx_ring_acked(&b2a, ack) == 0, "ack %d", i);
+      nx_ring_pop(&brx, adv);
+      CHECK(nx_ring_put(&b2a, brx.pos, h, &in, 1, 8) == 0, "reply %d", i);
+      CHECK(nx_ring_peek(&arx, got, v, &nv, &plen, &adv, &ack) == 0 && plen == 8, "rep %d", i);
+      CHECK(nx_ring_acked(&a2b, ack) == 0 && a2b.seen == a2b.pos, "reply's ack %d", i);
+      CHECK(a2b.check == check, "no read of the consumer's head %d", i);
+      nx_ring_pop(&arx, adv);
+    }
+    CHECK(at0 == 298, "requests at the first byte: %d of 298", at0);
+    /* an exchange: both write, then both read, so each ack is a record
+     * late; small records still keep to the window */
+    uint64_t win = nx_ring_window(nx_ring_record(8)), far = 0, check = a2b.check;
+    for (int i = 0; i < 300; i++) {
+      hdr_of(h, 8, (uint32_t)i);
+      nexar_iovec in = {buf, 8};
+      CHECK(nx_ring_put(&a2b, arx.pos, h, &in, 1, 8) == 0, "a's %d", i);
+      uint64_t off = (a2b.pos - nx_ring_record(8)) & (CAP - 1);
+      far = off > far ? off : far;
+      CHECK(nx_ring_put(&b2a, brx.pos, h, &in, 1, 8) == 0, "b's %d", i);
+      CHECK(nx_ring_peek(&brx, got, v, &nv, &plen, &adv, &ack) == 0, "b reads %d", i);
+      CHECK(nx_ring_acked(&b2a, ack) == 0, "b's ack %d", i);
+      nx_ring_pop(&brx, adv);
+      CHECK(nx_ring_peek(&arx, got, v, &nv, &plen, &adv, &ack) == 0, "a reads %d", i);
+      CHECK(nx_ring_acked(&a2b, ack) == 0, "a's ack %d", i);
+      nx_ring_pop(&arx, adv);
+    }
+    CHECK(far < win, "exchange records within the window (%llu, window %llu)",
+          (unsigned long long)far, (unsigned long long)win);
+    CHECK(a2b.check == check, "the acks sufficed: no read of the consumer's head");
+    /* larger records wait for an empty ring: with the consumer a record
+     * behind, the producer goes on through the ring (rewriting lines the
+     * consumer still reads made a stream several times slower) */
+    uint64_t big = 600, lap = a2b.pos / CAP;
+    for (int i = 0; i < 4; i++) {
+      hdr_of(h, big, (uint32_t)i);
+      nexar_iovec in = {buf, big};
+      CHECK(nx_ring_put(&a2b, arx.pos, h, &in, 1, big) == 0, "big %d", i);
+      if (i) {
+        CHECK(nx_ring_peek(&brx, got, v, &nv, &plen, &adv, &ack) == 0, "big read %d", i);
+        nx_ring_pop(&brx, adv);
+        CHECK(nx_ring_acked(&a2b, brx.pos) == 0, "big ack %d", i);
+      }
+    }
+    CHECK(a2b.pos / CAP == lap && (a2b.pos & (CAP - 1)) > 3 * nx_ring_record(big),
+          "a stream a record behind did not start over");
+    while (nx_ring_peek(&brx, got, v, &nv, &plen, &adv, &ack) == 0)
+      nx_ring_pop(&brx, adv);
+    CHECK(nx_ring_acked(&a2b, brx.pos) == 0 && a2b.seen == a2b.pos, "all acknowledged");
+    CHECK(nx_ring_acked(&a2b, a2b.pos - 8) == 0 && a2b.seen == a2b.pos, "old ack ignored");
+    CHECK(nx_ring_acked(&a2b, a2b.pos + 8) == NEXAR_ERR_PROTOCOL, "ack of the unpublished");
   }
   /* a skip with no record published after it */
   {
@@ -116,29 +188,29 @@ int main(void) {
     uint32_t skip[2] = {0, ~0u};
     memcpy(data + (p0 & (CAP - 1)), skip, 8);
     atomic_store(&ctl.tail, p0 + (CAP - (p0 & (CAP - 1))));
-    CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == NEXAR_ERR_PROTOCOL, "bare skip");
+    CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == NEXAR_ERR_PROTOCOL, "bare skip");
     atomic_store(&ctl.tail, p0);
   }
   /* corruption: a tail beyond what the ring holds */
   uint64_t pos = rx.pos;
   atomic_store(&ctl.tail, pos + CAP + 8);
-  CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == NEXAR_ERR_PROTOCOL, "tail too far");
+  CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == NEXAR_ERR_PROTOCOL, "tail too far");
   /* a prefix whose words disagree */
   atomic_store(&ctl.tail, pos + 256);
   memset(data, 0x41, sizeof data);
-  CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == NEXAR_ERR_PROTOCOL, "bad prefix");
+  CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == NEXAR_ERR_PROTOCOL, "bad prefix");
   /* a consistent prefix claiming more than is published */
   uint32_t pre[2] = {NX_FRAME_HDR_LEN + 1000, ~(uint32_t)(NX_FRAME_HDR_LEN + 1000)};
   for (int i = 0; i < 8; i++)
     data[(pos + (uint64_t)i) & (CAP - 1)] = ((uint8_t *)pre)[i];
-  CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv) == NEXAR_ERR_PROTOCOL, "record too long");
+  CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == NEXAR_ERR_PROTOCOL, "record too long");
   /* a producer that sees an impossible head: it reads head again once the
    * head it last saw leaves no room, and must find it then, within one
    * ring's worth of records */
   atomic_store(&ctl.head, tx.pos + 64ull * CAP);
   int prc = 0;
   for (unsigned i = 0; i <= CAP / 8 && prc == 0; i++)
-    prc = nx_ring_put(&tx, h, NULL, 0, 0);
+    prc = nx_ring_put(&tx, 0, h, NULL, 0, 0);
   CHECK(prc == NEXAR_ERR_PROTOCOL, "head ahead of tail (%d)", prc);
   printf("ring_test: ok (%u records)\n", sent);
   return 0;
