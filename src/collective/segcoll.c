@@ -230,31 +230,33 @@ int nx_segop_arrived(void *arg, uint32_t *who) {
   return 1;
 }
 
-/* The decider (o->from) arrived (nx_segop_way). */
+/* The decider (o->from) arrived (nx_segop_learn). */
 static int decider_arrived(void *arg, uint32_t *who) {
   nx_segop *o = arg;
   return arrived_one(o, o->from, who);
 }
 
-int nx_segop_way(nx_segop *o, uint64_t *t0) {
-  nx_job *j = o->j;
-  nx_cseg *s = o->s;
-  uint32_t dec = nx_segcoll_decider(j);
-  if (s->me == dec) {
-    *t0 = nx_now_ns();
-    int f = nx_segcoll_force_way; /* (tests) */
-    o->sig.how = (uint8_t)(f == 0 || f == 1 ? f
-                           : f == 2         ? (int)(o->seq & 1)
-                                            : nx_pick_way(&s->pick, j->count * j->es));
-    return 0;
-  }
+uint64_t nx_segop_pick(nx_segop *o) {
+  int f = nx_segcoll_force_way; /* (tests) */
+  o->sig.how = (uint8_t)(f == 0 || f == 1 ? f
+                         : f == 2         ? (int)(o->seq & 1)
+                                          : nx_pick_way(&o->s->pick, o->j->count * o->j->es));
+  return nx_now_ns();
+}
+
+int nx_segop_learn(nx_segop *o) {
+  uint32_t dec = nx_segcoll_decider(o->j);
   o->from = dec;
   int rc = nx_segop_wait(o, decider_arrived, "its arrival");
   if (rc) return rc;
-  uint8_t how = s->ctl[dec].arr[o->seq % NX_CSEG_RING].sig.how;
+  uint8_t how = o->s->ctl[dec].arr[o->seq % NX_CSEG_RING].sig.how;
   if (how > 1) return nx_segop_impossible(o, dec, "way");
   o->sig.how = how;
   return 0;
+}
+
+void nx_segop_measured(nx_segop *o, uint64_t t0) {
+  if (t0) nx_pick_done(&o->s->pick, o->j->count * o->j->es, o->sig.how, nx_now_ns() - t0);
 }
 
 static int drained(void *arg, uint32_t *who) {
@@ -602,9 +604,12 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
           : j->send;
   if (j->seg == NX_SEG_STREAM) return nx_segop_stream(&o, src);
   size_t pub = c->rank == j->root ? most : nx_segcoll_published(j, c->size, 0);
-  uint64_t t0 = 0; /* the decider's clock (nx_segop_way) */
+  uint64_t t0 = 0; /* the decider's clock (nx_segop_pick) */
   if (nx_segcoll_either(j)) {
-    if ((rc = nx_segop_way(&o, &t0))) return rc;
+    if (o.s->me == nx_segcoll_decider(j))
+      t0 = nx_segop_pick(&o);
+    else if ((rc = nx_segop_learn(&o)))
+      return rc;
     o.cma = o.sig.how;
   }
   if (o.cma) /* where the others read it (published by the arrival) */
@@ -623,7 +628,7 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
   else if (!rc && j->count)
     compute(&o); /* (count 0: buffers may be NULL) */
   if (rc) return rc;
-  if (t0) nx_pick_done(&o.s->pick, j->count * j->es, o.sig.how, nx_now_ns() - t0);
+  nx_segop_measured(&o, t0);
   /* the root may not have waited for us: it checks our bit later */
   if ((j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER) && c->rank != j->root &&
       c->size <= NX_CSEG_BCAST_RANKS)

@@ -60,14 +60,19 @@ void nx_own_step(nx_own_part *w, size_t most);
 void nx_segop_copy_own(const nx_segop *o);
 
 /* Where nx_segcoll_either says, the way this rank takes, in o->sig.how (0:
- * streamed or through the buffers, 1: single copy): the decider picks it
- * (proto/pick.h; a test may force it; never fails) and starts its clock
- * (*t0, for nx_pick_done at the end) before it arrives; another rank waits
- * for the decider's arrival, which says it: through the buffers before it
- * publishes and arrives itself (the decider, rank 0, depends on no
- * argument), streamed after its own arrival. A way other than 0 or 1
- * there is PROTOCOL. */
-int nx_segop_way(nx_segop *o, uint64_t *t0);
+ * streamed or through the buffers, 1: single copy). The decider
+ * (nx_segcoll_decider) picks it before it arrives (proto/pick.h; a test may
+ * force it) and returns its clock's start, for nx_segop_measured at the
+ * end. */
+uint64_t nx_segop_pick(nx_segop *o);
+/* Another rank learns it from the decider's arrival, which it waits for:
+ * through the buffers before it publishes and arrives itself (the decider,
+ * rank 0, depends on no argument), streamed after its own arrival. 0, a
+ * wait's error, or PROTOCOL for a way other than 0 or 1. */
+int nx_segop_learn(nx_segop *o);
+/* The decider's call, begun at t0 (0: not the decider), ended well: its
+ * time counts for the way it took. */
+void nx_segop_measured(nx_segop *o, uint64_t t0);
 /* A streamed job (NX_SEG_STREAM) after step 1, from src (segstream.c). */
 int nx_segop_stream(nx_segop *o, const void *src);
 /* Bytes of its buffer a streamed job's writer uses. */

@@ -142,26 +142,25 @@ static int run_stream(nx_segop *o) {
 }
 
 /* A streamed job after step 1. Where nx_segcoll_either says, it takes the
- * way nx_segop_way gives, and its decider measures the call. Single copy
- * reads from src (run: as its publishing would). */
+ * way its decider picks (nx_segop_pick), which measures the call. Single
+ * copy reads from src (run: as its publishing would). */
 int nx_segop_stream(nx_segop *o, const void *src) {
   nx_job *j = o->j;
   nx_cseg *s = o->s;
   int either = nx_segcoll_either(j), decides = either && s->me == nx_segcoll_decider(j), rc;
-  uint64_t t0 = 0;
-  if (decides) nx_segop_way(o, &t0); /* (the decider's pick cannot fail) */
+  uint64_t t0 = decides ? nx_segop_pick(o) : 0;
   nx_cseg_stream_begin(s, o->seq);
   if (either) s->ctl[s->me].arr[o->seq % NX_CSEG_RING].addr = (uint64_t)(uintptr_t)src;
   nx_cseg_arrive(s, o->seq, &o->sig);
   /* The other rank learns the way after its own arrival: who decides
    * depends on the root, and ranks that disagree on it must each arrive
    * to find the mismatch, not wait for the other's arrival first. */
-  if (either && !decides && (rc = nx_segop_way(o, &t0))) return rc;
+  if (either && !decides && (rc = nx_segop_learn(o))) return rc;
   if (!o->sig.how)
     rc = run_stream(o);
   else if (!(rc = nx_segop_wait(o, nx_segop_arrived, "its arrival")))
     rc = nx_segop_single_copy(o);
-  if (!rc && t0) nx_pick_done(&s->pick, j->count * j->es, o->sig.how, nx_now_ns() - t0);
+  if (!rc) nx_segop_measured(o, t0);
   return rc;
 }
 
