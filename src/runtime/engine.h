@@ -24,6 +24,7 @@
 #include "transport/pki.h"
 #include "transport/quic.h"
 #include "transport/udp.h"
+#include "proto/pick.h"
 #include "proto/route.h"
 #include "runtime/work.h"
 
@@ -192,6 +193,7 @@ struct nx_peer {
   int absent;                 /* an id outside this member's view (never dialed) */
   uint64_t rndv_cancelled[8]; /* its cancels that overtook their descriptor */
   uint64_t rstream_max;       /* the largest id of its streams we asked for */
+  nx_pick rpick;              /* its large messages: streamed (0) or single copy (1) (rndv.c) */
   int same_host;              /* it proved it can read our memory */
   struct sockaddr_un lane_addr; /* its same-host lane (lane.c) */
   socklen_t lane_addrlen;

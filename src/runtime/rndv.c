@@ -3,7 +3,13 @@
  * point-to-point order (the ring, or its authenticated QUIC stream), so
  * ordering and matching are unchanged. Once a receive matches it:
  *  - a point-to-point message from a peer with shared-memory rings up, of
- *    the receive's length, streams (ask_stream): the receiver asks for it
+ *    the receive's length, streams (ask_stream) or is read with one kernel
+ *    copy, as the times the two took say (proto/pick.h, per peer and size:
+ *    which is faster depends on where the hypervisor put the two CPUs).
+ *    Harness ping-pong between ranks 0 and 1 of 8, 1 MiB: streamed 42-45 us
+ *    and single copy 122-132 in the machine's fast state, 450-490 and
+ *    490-530 in its slow one (Open MPI's 475 there); picked, 42-45 and
+ *    330-400. Streamed, the receiver asks for it
  *    (RNDV_DONE round STREAM), the sender's progress passes write it into
  *    the ring in NX_SHM_PIECE pieces (RNDV_DATA) while the ring holds at
  *    most NX_SHM_STREAM_WINDOW unread, the receiver copies each piece into
@@ -44,6 +50,7 @@ struct nx_rstream {
   nx_msg *m;  /* the descriptor, freed at the end */
   nx_recv *r; /* pieces are copied under ep->mu; one given up is unlinked first */
   uint64_t got;
+  uint64_t t0; /* when it was asked for (its time counts in the peer's rpick) */
 };
 
 static void control_round(nx_ep *ep, nx_peer *p, uint8_t kind, uint64_t tag, int32_t status,
@@ -201,32 +208,37 @@ typedef struct read_job {
   nx_ep *ep;
   nx_msg *m;
   nx_recv *r;
+  uint64_t t0; /* (do_read) */
 } read_job;
 
 int nx_pool_submit(void (*fn)(void *arg), void *arg);
-static int do_read(nx_ep *ep, nx_msg *m, nx_recv *r, int locked);
+static int do_read(nx_ep *ep, nx_msg *m, nx_recv *r, int locked, uint64_t t0);
 
 static void read_main(void *arg) {
   read_job *j = arg;
-  do_read(j->ep, j->m, j->r, 0);
+  do_read(j->ep, j->m, j->r, 0, j->t0);
   nx_ep_unref(j->ep);
   free(j);
 }
 
-/* A point-to-point message from a peer with rings up comes as a stream
- * (NX_SHM_PIECE): we ask, and take its pieces as they arrive. Anything
- * irregular (another length than the receive's) takes do_read, which says
- * what is wrong. 1 if asked. */
-static int ask_stream(nx_ep *ep, nx_msg *m, nx_recv *r) {
+/* A point-to-point message from a peer with rings up may come as a stream
+ * (NX_SHM_PIECE): we ask, and take its pieces as they arrive; or, as the
+ * peer's rpick says, by do_read (*t0: the clock's start, for its time to
+ * count). Anything irregular (another length than the receive's) takes
+ * do_read, which says what is wrong. 1 if asked. */
+static int ask_stream(nx_ep *ep, nx_msg *m, nx_recv *r, uint64_t *t0) {
   if (m->f.kind != NX_KIND_P2P || m->got < 16 || m->f.length != r->len || !r->len ||
       !nx_shm_streamable_locked(m->peer))
     return 0;
+  *t0 = nx_now_ns();
+  if (nx_pick_way(&m->peer->rpick, r->len)) return 0;
   nx_rstream *x = calloc(1, sizeof *x);
-  if (!x) return 0; /* the single copy needs no memory */
+  if (!x) return *t0 = 0; /* the single copy needs no memory (nor counts) */
   x->peer = m->peer;
   x->id = nx_get64(m->buf);
   x->m = m;
   x->r = r;
+  x->t0 = *t0;
   if (x->id > m->peer->rstream_max) m->peer->rstream_max = x->id;
   m->answered = 1; /* the request is the answer; the sender finishes with its last piece */
   nx_rstream **pp = &ep->rstreams;
@@ -258,6 +270,7 @@ int nx_rndv_on_piece_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
   *pp = x->next;
   p->st.messages_received++;
   p->st.bytes_received += r->len;
+  nx_pick_done(&p->rpick, r->len, 0, nx_now_ns() - x->t0);
   r->got = r->len;
   nx_recv_finish(ep, r, 0, NULL);
   nx_msg_free(ep, x->m);
@@ -359,8 +372,8 @@ static void on_refused(nx_ep *ep, nx_peer *p, uint64_t id, int32_t code) {
     nx_recv *r = x->r;
     free(x);
     if (code == 0) {
-      m->answered = 0; /* do_read answers it */
-      do_read(ep, m, r, 1);
+      m->answered = 0;         /* do_read answers it */
+      do_read(ep, m, r, 1, 0); /* (not the way picked: its time does not count) */
       return;
     }
     char why[120];
@@ -377,13 +390,14 @@ int nx_rndv_read_locked(nx_ep *ep, nx_msg *m, nx_recv *r) {
     nx_bulk_pull_locked(ep, m, r, nx_get64(m->buf));
     return 0;
   }
-  if (ask_stream(ep, m, r)) return 0;
+  uint64_t t0 = 0;
+  if (ask_stream(ep, m, r, &t0)) return 0;
   /* a copy of up to NX_RNDV_INLINE_MAX takes tens of microseconds: cheaper
    * here than the hand-off to a worker and back */
-  if (m->f.length <= NX_RNDV_INLINE_MAX) return do_read(ep, m, r, 1);
+  if (m->f.length <= NX_RNDV_INLINE_MAX) return do_read(ep, m, r, 1, t0);
   read_job *j = nx_calloc(1, sizeof *j);
   if (j) {
-    j->ep = ep, j->m = m, j->r = r;
+    j->ep = ep, j->m = m, j->r = r, j->t0 = t0;
     r->reading = 1;
     nx_ep_ref(ep);
     if (nx_pool_submit(read_main, j) == 0) return 0;
@@ -391,10 +405,12 @@ int nx_rndv_read_locked(nx_ep *ep, nx_msg *m, nx_recv *r) {
     r->reading = 0;
     free(j);
   }
-  return do_read(ep, m, r, 1); /* no worker: copy here, under the lock */
+  return do_read(ep, m, r, 1, t0); /* no worker: copy here, under the lock */
 }
 
-static int do_read(nx_ep *ep, nx_msg *m, nx_recv *r, int locked) {
+/* t0: when a point-to-point receive that could have streamed chose this
+ * way (its time counts in the peer's rpick), else 0. */
+static int do_read(nx_ep *ep, nx_msg *m, nx_recv *r, int locked, uint64_t t0) {
   const uint8_t *d = m->buf;
   uint64_t id = nx_get64(d), w = nx_get64(d + 8);
   pid_t pid = (pid_t)(uint32_t)w;
@@ -437,6 +453,7 @@ copied:
   if (m->peer->state != NX_PEER_DEAD) { /* its buffer may be released now */
     m->peer->st.bytes_received += rc ? 0 : total;
     m->peer->st.bulk_bytes_received += rc ? 0 : total;
+    if (!rc && t0) nx_pick_done(&m->peer->rpick, total, 1, nx_now_ns() - t0);
     control(ep, m->peer, NX_KIND_RNDV_DONE, id, rc, NULL, 0);
   }
   m->answered = 1;
