@@ -36,7 +36,7 @@
  * the reader rings the writer's doorbell after it consumed (want_room).
  *
  * Trust. Records are validated like network bytes (ring.c, then the frame
- * here); a malformed one drops the peer with PROTOCOL and is counted
+ * in shm_rx.c, the receiving half); a malformed one drops the peer with PROTOCOL and is counted
  * (ep->shm_dropped). All under ep->mu except the sleep hooks, which read
  * only segments' control blocks from a list that only grows. */
 
@@ -51,9 +51,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/ring.h"
-#include "runtime/engine.h"
 #include "runtime/request.h"
+#include "runtime/shm_int.h"
 
 #define SHM_MAGIC 0x314d48535841454eull /* "NEAXSHM1" */
 #define SHM_CTL_A 1024u                 /* lower rank -> higher rank */
@@ -69,35 +68,6 @@ typedef struct shm_seg_hdr {
   uint32_t cap;
   uint32_t lower, higher; /* root ranks */
 } shm_seg_hdr;
-
-typedef struct shm_bl { /* a point-to-point record waiting for ring room */
-  struct shm_bl *next;
-  uint64_t len;
-  uint8_t hdr[NX_FRAME_HDR_LEN];
-  uint8_t data[];
-} shm_bl;
-
-struct nx_shm {
-  nx_shm *next; /* ep->shm_all: push-front only, freed with the endpoint */
-  nx_peer *peer;
-  void *base;
-  nx_ring tx, rx;
-  int up;          /* both sides mapped: we may send */
-  int p2p;         /* point-to-point to this peer goes by the ring from now on */
-  atomic_int dead; /* peer gone: not polled, not used */
-  int busy;        /* being drained (re-entry from delivery) */
-  shm_bl *bl_head, *bl_tail;
-  uint64_t bl_bytes;
-  /* the reader's head + 1 when something of ours (a backlog, a stream
-   * piece) last found no room, 0 if nothing waits: a sleeper wakes once
-   * the head moves (nx_shm_sleep_begin) */
-  _Atomic uint64_t room_at;
-  /* bytes of the next record a waiting receive prefetches while it polls
-   * (core/ring.h, NX_RING_PULL_MAX): as many as the last one it took if it
-   * was small; 0: the prefix and header only (nx_shm_rx_ctl_locked), which
-   * the producer leaves to it */
-  uint32_t rx_pull;
-};
 
 /* ------------------------------------------------- process-wide mappings */
 
@@ -314,7 +284,7 @@ static void ring_bell(nx_ep *ep, nx_shm *s) {
     atomic_store(&s->tx.ctl->bell, 0); /* not sent (socket full): the next record tries */
 }
 
-static void protocol(nx_ep *ep, nx_shm *s, const char *what) {
+void nx_shm_protocol_locked(nx_ep *ep, nx_shm *s, const char *what) {
   char why[128];
   snprintf(why, sizeof why, "shared-memory ring: %s", what);
   ep->shm_dropped++;
@@ -328,7 +298,7 @@ static int put(nx_ep *ep, nx_shm *s, const uint8_t *hdr, const nexar_iovec *iov,
   /* the ack: how far we have read the peer's ring (ring.h) */
   int rc = nx_ring_put(&s->tx, s->rx.pos, hdr, iov, niov, len);
   if (rc < 0) {
-    protocol(ep, s, "the reader's index is impossible");
+    nx_shm_protocol_locked(ep, s, "the reader's index is impossible");
     return NEXAR_ERR_PROTOCOL;
   }
   if (rc == 0) ring_bell(ep, s);
@@ -347,7 +317,7 @@ static void want_room(nx_shm *s) {
 }
 
 /* Reader: we consumed records; a writer that waits for room is told. */
-static void room_bell(nx_ep *ep, nx_shm *s) {
+void nx_shm_room_bell_locked(nx_ep *ep, nx_shm *s) {
   if (atomic_load_explicit(&s->rx.ctl->room, memory_order_relaxed) &&
       atomic_exchange(&s->rx.ctl->room, 0) && send_ctl(ep, s->peer, NX_LANE_BELL, -1))
     atomic_store(&s->rx.ctl->room, 1); /* not sent (socket full): the next pop tries */
@@ -475,7 +445,7 @@ int nx_shm_put_piece_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
   nx_shm *s = p->shm;
   int64_t used = nx_ring_used(&s->tx);
   if (used < 0) {
-    protocol(ep, s, "the reader's index is impossible");
+    nx_shm_protocol_locked(ep, s, "the reader's index is impossible");
     return NEXAR_ERR_PROTOCOL;
   }
   int rc = 1;
@@ -519,157 +489,13 @@ int nx_shm_send_desc_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
   return put(ep, p->shm, hdr, v, 1, v->len) == 0;
 }
 
-/* ---------------------------------------------------------------- receive */
-
-/* The next record from s's peer (nx_ring_peek), its ack applied to our
- * ring to the peer: 0, 1 if none, PROTOCOL. */
-static int peek(nx_shm *s, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[2], size_t *nv,
-                uint64_t *plen, uint64_t *adv) {
-  uint64_t ack = 0;
-  int rc = nx_ring_peek(&s->rx, hdr, v, nv, plen, adv, &ack);
-  return rc ? rc : nx_ring_acked(&s->tx, ack);
-}
-
-/* The frame of a record from p, validated like network bytes: 0 or
- * PROTOCOL. */
-static int record_frame(const nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN], uint64_t plen,
-                        nx_frame *f) {
-  if (nx_frame_decode(hdr, NX_FRAME_HDR_LEN, f) || f->src != p->rank ||
-      (f->kind != NX_KIND_P2P && f->kind != NX_KIND_COLL && f->kind != NX_KIND_RNDV_DONE &&
-       f->kind != NX_KIND_RNDV_DATA))
-    return NEXAR_ERR_PROTOCOL;
-  if (f->kind == NX_KIND_RNDV_DATA &&
-      ((f->flags & NX_FLAG_RNDV) || f->length == 0 || f->length > NX_SHM_PIECE))
-    return NEXAR_ERR_PROTOCOL;
-  if (f->kind == NX_KIND_RNDV_DONE && (f->length || (f->flags & NX_FLAG_RNDV)))
-    return NEXAR_ERR_PROTOCOL;
-  int rndv = (f->flags & NX_FLAG_RNDV) != 0;
-  uint64_t wire = rndv ? (uint64_t)(uint32_t)f->status : f->length;
-  if (wire != plen || (rndv && (f->status < 16 || f->status > 16 + 16 * NX_RNDV_MAX_IOV)))
-    return NEXAR_ERR_PROTOCOL;
-  return 0;
-}
-
-static void count_received(nx_peer *p, uint64_t len) {
-  p->st.messages_received++;
-  p->st.bytes_received += len;
-  p->st.shm_bytes_received += len;
-  p->last_heard_ns = nx_coarse_ns(); /* failure detection counts seconds */
-}
-
-static void deliver(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *v, size_t nv) {
-  if (f->flags & NX_FLAG_RNDV)
-    p->last_heard_ns = nx_coarse_ns();
-  else
-    count_received(p, f->length);
-  if (nx_deliver_complete(ep, p, f, v, nv))
-    NX_WARN("shared-memory frame from rank %u dropped: %s", p->rank, nexar_last_error());
-}
-
-/* A validated record: a stream's piece to the receive that asked for it,
- * anything else to matching. 0, or PROTOCOL (a piece nobody asked for). */
-static int hand_over(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec *v, size_t nv) {
-  if (f->kind == NX_KIND_RNDV_DATA) {
-    p->last_heard_ns = nx_coarse_ns();
-    p->st.shm_bytes_received += f->length;
-    return nx_rndv_on_piece_locked(ep, p, f, v, nv);
-  }
-  deliver(ep, p, f, v, nv);
-  return 0;
-}
-
-int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN],
-                          const nexar_iovec *v, size_t nv, uint64_t plen) {
-  nx_frame f;
-  if (record_frame(p, hdr, plen, &f)) return NEXAR_ERR_PROTOCOL;
-  return hand_over(ep, p, &f, v, nv);
-}
-
-const nx_ring_ctl *nx_shm_rx_ctl_locked(const nx_peer *p, const uint8_t **next, uint32_t *pull) {
-  if (!p->shm || atomic_load(&p->shm->dead)) return NULL;
-  const nx_ring *r = &p->shm->rx;
-  *next = r->data + (r->pos & (r->cap - 1));
-  *pull = p->shm->rx_pull ? p->shm->rx_pull : NX_RING_PREFIX + NX_FRAME_HDR_LEN;
-  return r->ctl;
-}
-
-int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_iovec *iov,
-                           size_t niov, uint64_t len) {
-  nx_shm *s = p->shm;
-  if (!s || s->busy || atomic_load(&s->dead)) return 0;
-  uint8_t hdr[NX_FRAME_HDR_LEN];
-  nexar_iovec v[2];
-  size_t nv = 0;
-  uint64_t plen = 0, adv = 0;
-  int rc = peek(s, hdr, v, &nv, &plen, &adv);
-  if (rc == 1) return 0;
-  /* the payload's lines are in the writer's cache: ask for all of them at
-   * once (up to 4 KiB) while the header is checked, instead of one by one
-   * as the copy reaches them */
-  for (size_t i = 0; rc == 0 && i < nv; i++)
-    for (size_t o = 0; o < v[i].len && o < 4096; o += 64)
-      __builtin_prefetch((const uint8_t *)v[i].base + o);
-  nx_frame f;
-  if (rc || record_frame(p, hdr, plen, &f)) {
-    s->busy = 1; /* as in drain: the peer's teardown must not read it again */
-    protocol(ep, s, "malformed record");
-    s->busy = 0;
-    return NEXAR_ERR_PROTOCOL;
-  }
-  int key = f.kind == NX_KIND_P2P && f.comm_id == k->comm && f.tag == k->tag;
-  if (!key || (f.flags & NX_FLAG_RNDV) || f.length != len) {
-    s->busy = 1; /* not one to take: matching has it, as a drain would */
-    if (hand_over(ep, p, &f, v, nv)) {
-      protocol(ep, s, "malformed record");
-      s->busy = 0;
-      return NEXAR_ERR_PROTOCOL;
-    }
-    s->busy = 0;
-    nx_ring_pop(&s->rx, adv);
-    room_bell(ep, s);
-    return key ? 3 : 2;
-  }
-  nx_iovs_copy_in(iov, niov, 0, v, nv);
-  s->rx_pull = adv <= NX_RING_PULL_MAX ? (uint32_t)adv : 0;
-  count_received(p, len);
-  nx_ring_pop(&s->rx, adv);
-  room_bell(ep, s);
-  return 1;
-}
-
-/* Takes what s's peer published; 1 if it took something. */
-static int drain(nx_ep *ep, nx_shm *s) {
-  if (s->busy || atomic_load(&s->dead)) return 0;
-  s->busy = 1;
-  int took = 0;
-  for (int i = 0; i < 64; i++) {
-    uint8_t hdr[NX_FRAME_HDR_LEN];
-    nexar_iovec v[2];
-    size_t nv = 0;
-    uint64_t plen = 0, adv = 0;
-    int rc = peek(s, hdr, v, &nv, &plen, &adv);
-    if (rc == 1) break;
-    if (rc == 0) rc = nx_shm_deliver_locked(ep, s->peer, hdr, v, nv, plen);
-    if (rc) { /* still busy: the peer's teardown must not read it again */
-      protocol(ep, s, "malformed record");
-      s->busy = 0;
-      return took;
-    }
-    nx_ring_pop(&s->rx, adv);
-    took = 1;
-  }
-  s->busy = 0;
-  if (took) room_bell(ep, s);
-  return took;
-}
-
 void nx_shm_poll_locked(nx_ep *ep, const nx_peer *skip) {
   for (nx_shm *s = atomic_load(&ep->shm_all); s; s = s->next) {
     if (atomic_load(&s->dead)) continue;
     /* set again below by what still finds no room (a backlog, a stream) */
     if (atomic_load_explicit(&s->room_at, memory_order_relaxed))
       atomic_store_explicit(&s->room_at, 0, memory_order_relaxed);
-    if (s->peer != skip) drain(ep, s);
+    if (s->peer != skip) nx_shm_drain_locked(ep, s);
     if (s->bl_head && !atomic_load(&s->dead)) flush_backlog(ep, s);
   }
   if (ep->streams) nx_rndv_push_locked(ep);
@@ -688,13 +514,13 @@ void nx_shm_bell_heard_locked(nx_ep *ep, nx_peer *p) {
   if (!s || atomic_load(&s->dead)) return;
   if (atomic_load_explicit(&s->rx.ctl->bell, memory_order_relaxed))
     atomic_store(&s->rx.ctl->bell, 0);
-  drain(ep, s);
+  nx_shm_drain_locked(ep, s);
 }
 
 void nx_shm_peer_down_locked(nx_ep *ep, nx_peer *p) {
   nx_shm *s = p->shm;
   if (!s || atomic_load(&s->dead)) return;
-  drain(ep, s); /* what it published before it went counts, as on the lane */
+  nx_shm_drain_locked(ep, s); /* what it published before it went counts, as on the lane */
   atomic_store(&s->dead, 1);
   while (s->bl_head) {
     shm_bl *b = s->bl_head;
