@@ -1,9 +1,9 @@
 /* libFuzzer target for the bytes a peer puts on a stream: the frame header
- * decoder, and the whole receive path behind it (header validation, ordering,
- * matching, payload buffering, FIN handling) on an endpoint without sockets.
- * Input: byte 0 = number of chunks - 1 (mod 8), then the stream bytes, split
- * into that many pieces; the last piece carries FIN.
- * Smoke run without libFuzzer: -DNX_FUZZ_STANDALONE, corpus files as args. */
+ * decoders (full, and short as same-host rings carry it), and the whole receive path behind it
+ * (header validation, ordering, matching, payload buffering, FIN handling) on an endpoint without
+ * sockets. Input: byte 0 = number of chunks - 1 (mod 8), then the stream bytes, split into that
+ * many pieces; the last piece carries FIN. Smoke run without libFuzzer: -DNX_FUZZ_STANDALONE,
+ * corpus files as args. */
 #include <string.h>
 
 #include "core/frame.h"
@@ -14,6 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nx_frame f;
   (void)nx_frame_decode(data, size, &f);
+  if (size >= NX_FRAME_SHORT_LEN) (void)nx_frame_decode_short(data, 1, size, &f);
   if (size < 1) return 0;
   nx_ep *ep = make_endpoint();
   if (!ep) return 0;

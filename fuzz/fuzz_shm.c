@@ -1,9 +1,11 @@
 /* libFuzzer target for the shared-memory ring a same-host peer writes
- * (core/ring.h, runtime/shm.c): the record decoder (prefix, lengths, wrap,
- * a tail that claims too much, the ack applied to the paired ring) and, for
- * each record it accepts, the frame validation and matching behind it
- * (nx_shm_deliver_locked), on an endpoint without sockets. Input: u16 published bytes, u16 consumer
- * index (both little-endian), then the ring's 4096 data bytes (the rest zero). Smoke run without
+ * (core/ring.h, runtime/shm.c): the record decoder (the word a record
+ * announces itself by, a start-over mark, lengths, wrap, the ack applied to
+ * the paired ring) and, for each record it accepts, the frame validation
+ * (full or short header) and matching behind it (nx_shm_deliver_locked), on
+ * an endpoint without sockets. Input: u16 published bytes (a tail, which
+ * the consumer must not need), u16 consumer index (both little-endian),
+ * then the ring's 4096 data bytes (the rest zero). Smoke run without
  * libFuzzer: -DNX_FUZZ_STANDALONE, corpus files as args. */
 #include <string.h>
 
@@ -36,12 +38,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   pthread_mutex_lock(&ep->mu);
   for (int i = 0; i < 64; i++) {
     uint8_t hdr[NX_FRAME_HDR_LEN];
+    uint32_t hlen = 0;
     nexar_iovec v[2];
     size_t nv = 0;
     uint64_t plen = 0, adv = 0, ack = 0;
-    if (nx_ring_peek(&r, hdr, v, &nv, &plen, &adv, &ack)) break;
+    if (nx_ring_peek(&r, hdr, &hlen, v, &nv, &plen, &adv, &ack)) break;
     if (nx_ring_acked(&w, ack)) break;
-    if (nx_shm_deliver_locked(ep, ep->peers[1], hdr, v, nv, plen)) break;
+    if (nx_shm_deliver_locked(ep, ep->peers[1], hdr, hlen, v, nv, plen)) break;
     nx_ring_pop(&r, adv);
   }
   pthread_mutex_unlock(&ep->mu);

@@ -57,6 +57,32 @@ int nx_frame_decode(const uint8_t *in, size_t len, nx_frame *f) {
   return 0;
 }
 
+int nx_frame_encode_short(const nx_frame *f, uint8_t out[NX_FRAME_SHORT_LEN]) {
+  if (f->flags || f->coll_op || f->dtype || f->redop || f->round || f->segment || f->root ||
+      f->status || f->count || f->tag > UINT32_MAX)
+    return 0;
+  out[0] = NX_FRAME_SHORT_MAGIC;
+  out[1] = f->kind;
+  nx_put16(out + 2, 0);
+  nx_put32(out + 4, (uint32_t)f->tag);
+  nx_put64(out + 8, f->comm_id);
+  return 1;
+}
+
+int nx_frame_decode_short(const uint8_t in[NX_FRAME_SHORT_LEN], uint32_t src, uint64_t length,
+                          nx_frame *f) {
+  if (in[0] != NX_FRAME_SHORT_MAGIC || in[1] == 0 || in[1] > NX_KIND_MAX || nx_get16(in + 2) ||
+      length > NX_FRAME_MAX_PAYLOAD)
+    return NEXAR_ERR_PROTOCOL;
+  memset(f, 0, sizeof *f);
+  f->kind = in[1];
+  f->tag = nx_get32(in + 4);
+  f->comm_id = nx_get64(in + 8);
+  f->src = src;
+  f->length = length;
+  return 0;
+}
+
 void nx_relay_hdr_encode(const nx_relay_hdr *h, uint8_t out[NX_RELAY_HDR_LEN]) {
   out[0] = 1;
   out[1] = h->type;

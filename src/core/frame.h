@@ -63,6 +63,23 @@ void nx_frame_encode(const nx_frame *f, uint8_t out[NX_FRAME_HDR_LEN]);
  * kind, length above NX_FRAME_MAX_PAYLOAD, non-zero reserved bytes). */
 int nx_frame_decode(const uint8_t *in, size_t len, nx_frame *f);
 
+/* The short header: 16 bytes, little-endian, for a frame whose only
+ * fields are its kind, communicator, a tag below 2^32, its sender and its
+ * length, as most point-to-point messages are. Only where the sender and
+ * the length are known otherwise: a same-host ring (core/ring.h) is one
+ * peer's, and its record says how long the payload is. An 8-byte message
+ * then fits a cache line with its ring prefix (64-byte header: two).
+ *  0 magic u8 (NX_FRAME_SHORT_MAGIC) | 1 kind u8 | 2 reserved u16 (zero)
+ *  4 tag u32 | 8 comm_id u64 */
+#define NX_FRAME_SHORT_LEN 16u
+#define NX_FRAME_SHORT_MAGIC 0xf1u /* never a full header's first byte (0x4e) */
+/* Writes f's short header if f has one (1), else nothing (0). */
+int nx_frame_encode_short(const nx_frame *f, uint8_t out[NX_FRAME_SHORT_LEN]);
+/* Parses a short header from src with `length` payload bytes; 0 or
+ * NEXAR_ERR_PROTOCOL (magic, kind, reserved bytes, length). */
+int nx_frame_decode_short(const uint8_t in[NX_FRAME_SHORT_LEN], uint32_t src, uint64_t length,
+                          nx_frame *f);
+
 /* The relay header that starts an NX_KIND_RELAY payload (runtime/relay.c).
  * 48 bytes, little-endian:
  *  0 version u8 (1) | 1 type u8 | 2 ttl u8 | 3 flags u8 (0) | 4 origin u32 | 8 dest u32

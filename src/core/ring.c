@@ -46,6 +46,15 @@ static void prefetch_next(const nx_ring *r, uint64_t need) {
     nx_prefetch_write(r->data + x);
 }
 
+/* A record's first word (ring.h), stored last and released. */
+static void set_word(const nx_ring *r, uint64_t at, uint64_t w) {
+  __atomic_store_n((uint64_t *)(void *)(r->data + (at & (r->cap - 1))), w, __ATOMIC_RELEASE);
+}
+static uint64_t word_at(const nx_ring *r, uint64_t at) {
+  return __atomic_load_n((const uint64_t *)(const void *)(r->data + (at & (r->cap - 1))),
+                         __ATOMIC_ACQUIRE);
+}
+
 /* Reads the consumer's head: 0, or PROTOCOL if it is impossible. */
 static int read_head(nx_ring *r) {
   uint64_t head = atomic_load_explicit(&r->ctl->head, memory_order_acquire);
@@ -63,13 +72,13 @@ static int keeps_up(const nx_ring *r, uint64_t lap, uint64_t at0, uint64_t rec) 
   return r->seen >= lap + at0 && r->pos - r->seen <= (rec <= NX_RING_PULL_MAX ? rec : 0);
 }
 
-/* Where the record of len bytes goes: at pos, or at the ring's first byte
- * (after a skip) once it would leave the window, or at once for a small
+/* Where the record of len bytes (hlen of header) goes: at pos, or at the
+ * ring's first byte once it would leave the window, or at once for a small
  * one in a ring known empty, if the consumer keeps up. need: its size at
  * pos, updated. 0 or PROTOCOL (read_head). */
-static int start_over(nx_ring *r, uint64_t len, uint64_t *need) {
-  uint64_t off = r->pos & (r->cap - 1), rec = nx_ring_record(len); /* (need varies with pos) */
-  uint64_t at0 = nx_ring_record_at(0, len), lap = r->pos - off;    /* the record there */
+static int start_over(nx_ring *r, uint64_t len, uint64_t hlen, uint64_t *need) {
+  uint64_t off = r->pos & (r->cap - 1), rec = nx_ring_record(len);    /* (need varies with pos) */
+  uint64_t at0 = nx_ring_record_at(0, len, hlen), lap = r->pos - off; /* the record there */
   if (!off || at0 > off) return 0;
   if (off + *need <= nx_ring_window(rec) && (r->seen != r->pos || rec > NX_RING_PULL_MAX)) return 0;
   if (!keeps_up(r, lap, at0, rec) && r->pos >= r->check) {
@@ -78,33 +87,37 @@ static int start_over(nx_ring *r, uint64_t len, uint64_t *need) {
     r->check = r->pos + nx_ring_hot(r->cap, rec);
   }
   if (!keeps_up(r, lap, at0, rec)) return 0;
-  uint32_t skip[2] = {0, ~0u};
-  put_bytes(r, r->pos, skip, sizeof skip); /* records are 8-aligned: it fits */
-  r->pos += r->cap - off;
+  r->pos += r->cap - off; /* (nx_ring_put marks the rest of the lap skipped) */
   *need = at0;
   return 0;
 }
 
-int nx_ring_put(nx_ring *r, uint64_t ack, const uint8_t hdr[NX_FRAME_HDR_LEN],
-                const nexar_iovec *iov, size_t niov, uint64_t len) {
-  uint64_t need = nx_ring_record_at(r->pos, len);
-  int rc = start_over(r, len, &need);
+int nx_ring_put(nx_ring *r, uint64_t ack, const uint8_t *hdr, uint32_t hlen, const nexar_iovec *iov,
+                size_t niov, uint64_t len) {
+  uint64_t from = r->pos, need = nx_ring_record_at(r->pos, len, hlen);
+  int rc = start_over(r, len, hlen, &need);
   if (rc) return rc;
-  uint64_t used = r->pos - r->seen; /* seen was checked when read: used <= cap */
-  if (need > r->cap - used) {
+  uint64_t used = from - r->seen; /* seen was checked when read: used <= cap */
+  if (r->pos + need - from > r->cap - used) {
     if ((rc = read_head(r))) return rc;
-    if (need > r->cap - (r->pos - r->seen)) return 1;
+    if (r->pos + need - from > r->cap - (from - r->seen)) {
+      r->pos = from; /* no room: as if never tried */
+      return 1;
+    }
   }
-  uint32_t pre[4] = {(uint32_t)(NX_FRAME_HDR_LEN + len), ~(uint32_t)(NX_FRAME_HDR_LEN + len),
-                     (uint32_t)ack, (uint32_t)(ack >> 32)};
   uint64_t at = r->pos;
-  put_bytes(r, at, pre, sizeof pre);
-  put_bytes(r, at + nx_ring_hoff(at, len), hdr, NX_FRAME_HDR_LEN);
-  at += nx_ring_lead(at, len);
+  uint32_t words[4] = {(uint32_t)len, hlen, (uint32_t)ack, (uint32_t)(ack >> 32)};
+  put_bytes(r, at + 8, words, sizeof words);
+  put_bytes(r, at + nx_ring_hoff(at, len, hlen), hdr, hlen);
+  uint64_t o = at + nx_ring_lead(at, len, hlen);
   for (size_t i = 0; i < niov; i++) {
-    if (iov[i].len) put_bytes(r, at, iov[i].base, iov[i].len);
-    at += iov[i].len;
+    if (iov[i].len) put_bytes(r, o, iov[i].base, iov[i].len);
+    o += iov[i].len;
   }
+  /* last, and released: a consumer that reads it has the rest (ring.h);
+   * where the record started over, the mark at from says so after it */
+  set_word(r, at, ~from);
+  if (at != from) set_word(r, from, ~from ^ NX_RING_SKIPPED);
   r->pos += need;
   /* release, not seq_cst: a seq_cst store waits for the record's lines to
    * leave this CPU, which cost a sender about 12% of an 8-byte ping-pong
@@ -128,32 +141,28 @@ int nx_ring_acked(nx_ring *r, uint64_t ack) {
   return 0;
 }
 
-int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[2], size_t *nv,
-                 uint64_t *plen, uint64_t *adv, uint64_t *ack) {
-  uint64_t tail = atomic_load(&r->ctl->tail);
-  uint64_t avail = tail - r->pos, at = r->pos, skipped = 0;
-  if (avail == 0) return 1;
-  if (avail > r->cap || avail < NX_RING_PREFIX + NX_FRAME_HDR_LEN) return NEXAR_ERR_PROTOCOL;
-  uint32_t pre[4];
-  get_bytes(r, at, pre, NX_RING_SKIP);
-  if (pre[0] == 0 && pre[1] == ~0u) {
-    /* a skip: the record is at the ring's first byte, published with it
-     * (a skip at the first byte would skip the whole ring: too long) */
-    skipped = r->cap - (at & (r->cap - 1));
-    if (skipped + NX_RING_PREFIX + NX_FRAME_HDR_LEN > avail) return NEXAR_ERR_PROTOCOL;
+int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], uint32_t *hlen, nexar_iovec v[2],
+                 size_t *nv, uint64_t *plen, uint64_t *adv, uint64_t *ack) {
+  uint64_t at = r->pos, off = at & (r->cap - 1), skipped = 0, w0 = word_at(r, at);
+  if (w0 == (~r->pos ^ NX_RING_SKIPPED)) {
+    /* it started over: the record is at the next lap's first byte (a mark
+     * at the first byte would skip the whole ring) */
+    skipped = r->cap - off;
     at += skipped;
-    avail -= skipped;
-    get_bytes(r, at, pre, NX_RING_SKIP);
+    if (!off || word_at(r, at) != ~r->pos) return NEXAR_ERR_PROTOCOL;
+  } else if (w0 != ~r->pos) {
+    return 1;
   }
-  get_bytes(r, at + NX_RING_SKIP, pre + 2, NX_RING_PREFIX - NX_RING_SKIP);
-  if (pre[1] != ~pre[0] || pre[0] < NX_FRAME_HDR_LEN) return NEXAR_ERR_PROTOCOL;
-  uint64_t len = (uint64_t)pre[0] - NX_FRAME_HDR_LEN;
-  uint64_t need = nx_ring_record_at(at, len);
-  if (need > avail) return NEXAR_ERR_PROTOCOL; /* tail is published after whole records */
-  get_bytes(r, at + nx_ring_hoff(at, len), hdr, NX_FRAME_HDR_LEN);
-  uint64_t off = (at + nx_ring_lead(at, len)) & (r->cap - 1);
-  uint64_t first = r->cap - off < len ? r->cap - off : len;
-  v[0].base = r->data + off;
+  uint32_t w[4];
+  get_bytes(r, at + 8, w, sizeof w);
+  uint64_t len = w[0], hl = w[1];
+  if (hl < 8 || hl > NX_FRAME_HDR_LEN || hl % 8 || len > r->cap) return NEXAR_ERR_PROTOCOL;
+  uint64_t need = nx_ring_record_at(at, len, hl);
+  if (skipped + need > r->cap) return NEXAR_ERR_PROTOCOL; /* more than the ring holds */
+  get_bytes(r, at + nx_ring_hoff(at, len, hl), hdr, hl);
+  uint64_t o = (at + nx_ring_lead(at, len, hl)) & (r->cap - 1);
+  uint64_t first = r->cap - o < len ? r->cap - o : len;
+  v[0].base = r->data + o;
   v[0].len = (size_t)first;
   *nv = 1;
   if (len > first) {
@@ -161,9 +170,10 @@ int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[
     v[1].len = (size_t)(len - first);
     *nv = 2;
   }
+  *hlen = (uint32_t)hl;
   *plen = len;
   *adv = skipped + need;
-  *ack = (uint64_t)pre[2] | (uint64_t)pre[3] << 32;
+  *ack = (uint64_t)w[2] | (uint64_t)w[3] << 32;
   return 0;
 }
 
@@ -173,5 +183,14 @@ void nx_ring_pop(nx_ring *r, uint64_t adv) {
 }
 
 int nx_ring_ready(const nx_ring_ctl *ctl) {
-  return atomic_load((_Atomic uint64_t *)&ctl->tail) != atomic_load((_Atomic uint64_t *)&ctl->head);
+  /* (a consumer that found a record in place may store its head before the
+   * producer's tail is seen: ahead is not ready) */
+  uint64_t t = atomic_load((_Atomic uint64_t *)&ctl->tail);
+  return (int64_t)(t - atomic_load((_Atomic uint64_t *)&ctl->head)) > 0;
+}
+
+void nx_ring_watch_of(const nx_ring *r, nx_ring_watch *w) {
+  w->data = r->data;
+  w->mask = r->cap - 1;
+  w->pos = r->pos;
 }

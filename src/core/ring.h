@@ -6,15 +6,27 @@
  * bytes (a power of two). tail (bytes ever published) is written by the
  * producer only, head (bytes ever consumed) by the consumer only; each side
  * keeps its own index privately (pos) and never trusts the other's word for
- * it. A record is a 16-byte prefix (u32 length of header and payload, u32
- * its complement, u64 ack), from NX_RING_ALIGN_MIN payload bytes a gap up
- * to the next cache line, a frame header and the payload, padded to 8
- * bytes; it may wrap.
- * A skip (8 bytes: length 0 and its complement) says the next record
- * starts at the ring's first byte: a producer whose consumer has taken the
- * records there starts over, so that small messages keep reusing the same
- * few cache lines instead of walking the ring (measured: 8-byte ping-pong
- * 0.37 -> 0.22 us one-way once the ring's lines were warm).
+ * it. A record is a 24-byte prefix (u64 ~from, u32 payload length, u32
+ * header length, u64 ack), from NX_RING_ALIGN_MIN payload bytes a gap that
+ * puts the payload on a cache line, a header (a frame's, full or short:
+ * core/frame.h) and the payload, padded to 8 bytes; it may wrap.
+ * from is the producer's index before the record, stored last (release,
+ * complemented so that zeroed memory is no record): a consumer that finds
+ * ~(its own index) there has the whole record without reading the
+ * producer's tail, whose line would be one more transfer between cores on
+ * a message's path. A producer whose consumer has taken the records at the
+ * ring's first byte may start over there (the record's from is still its
+ * index before), then marks the word at from with ~from ^
+ * NX_RING_SKIPPED; small messages then keep reusing the same few cache
+ * lines instead of walking the ring (8-byte ping-pong 0.37 -> 0.22 us
+ * one-way once the ring's lines were warm). A consumer waits on one word,
+ * which nothing but a publication writes while it waits there. With the
+ * short header an 8-byte message takes one line, not two. Two threads
+ * passing records through one line, in the VM's slow state: 96 bytes
+ * announced by a tail 0.22 us one-way, 48 bytes found in place 0.18-0.20
+ * (bench/ring_lines.c). tail is still published, for sleepers
+ * (nx_ring_ready). from only grows, so no stale word says what a consumer
+ * waits for.
  * ack is the writer's consumer index of the ring that runs the other way
  * (rings come in pairs, one each way): what the reader's own producer may
  * reuse. With it a producer learns, from the replies it reads anyway, that
@@ -81,8 +93,8 @@ typedef struct nx_ring {
   uint64_t check;
 } nx_ring;
 
-#define NX_RING_PREFIX 16u
-#define NX_RING_SKIP 8u
+#define NX_RING_PREFIX 24u
+#define NX_RING_SKIPPED 1u /* in a record's first word: it started over (ring.h) */
 /* The window: NX_RING_HOT_RECORDS records of the size being written. A
  * record that would end past it starts over at the first byte if the
  * consumer has taken what is there (ack or head). Not below a few records:
@@ -113,53 +125,55 @@ static inline uint64_t nx_ring_hot(uint64_t cap, uint64_t need) {
  * prefetch_next), and the consumer polls those two. */
 #define NX_RING_PULL_MAX 512u
 #define NX_RING_PREFETCH_MAX 4096u
-/* From this many payload bytes a record's header and payload start on a
- * cache line of the ring (up to 56 bytes of gap after the prefix): copies whose
+/* From this many payload bytes a record's payload starts on a cache line
+ * of the ring (up to 56 bytes of gap after the prefix): copies whose
  * source and destination are aligned alike mod 64 run faster, and callers'
  * buffers are mostly line- or page-aligned. Harness ping-pong n = 2,
  * 50000 round trips, 4 alternating runs, payload at 8 mod 64 -> at 0: 1
  * KiB 0.93-0.97 -> 0.81-0.86 us one-way (Open MPI's default 0.89-0.90),
  * 64 KiB 5.2-5.6 -> 5.0-5.2; 256 B no different, so smaller records stay
  * dense (a gap would cost them a line). Both sides compute the gap from
- * the record's index and length: nothing in the ring says it. */
+ * the record's index and lengths: nothing in the ring says it. */
 #define NX_RING_ALIGN_MIN 256u
-/* Bytes from the start of a record at index `at` to its frame header, and
- * to its payload (right after the header). */
-static inline uint64_t nx_ring_hoff(uint64_t at, uint64_t len) {
+/* Bytes from the start of a record at index `at` with `hlen` header bytes
+ * to its header, and to its payload (right after the header). */
+static inline uint64_t nx_ring_hoff(uint64_t at, uint64_t len, uint64_t hlen) {
   return len < NX_RING_ALIGN_MIN ? NX_RING_PREFIX
-                                 : NX_RING_PREFIX + ((0 - (at + NX_RING_PREFIX)) & 63u);
+                                 : NX_RING_PREFIX + ((0 - (at + NX_RING_PREFIX + hlen)) & 63u);
 }
-static inline uint64_t nx_ring_lead(uint64_t at, uint64_t len) {
-  return nx_ring_hoff(at, len) + NX_FRAME_HDR_LEN;
+static inline uint64_t nx_ring_lead(uint64_t at, uint64_t len, uint64_t hlen) {
+  return nx_ring_hoff(at, len, hlen) + hlen;
 }
 /* Bytes a record of `len` payload bytes takes at index at (a multiple of
  * 8, as every record's size is). */
-static inline uint64_t nx_ring_record_at(uint64_t at, uint64_t len) {
-  return nx_ring_lead(at, len) + ((len + 7u) & ~(uint64_t)7u);
+static inline uint64_t nx_ring_record_at(uint64_t at, uint64_t len, uint64_t hlen) {
+  return nx_ring_lead(at, len, hlen) + ((len + 7u) & ~(uint64_t)7u);
 }
-/* The most bytes a record of `len` payload bytes takes, wherever it is. */
+/* The most bytes a record of `len` payload bytes takes, wherever it is and
+ * whichever its header. */
 static inline uint64_t nx_ring_record(uint64_t len) {
-  /* (the widest gap: a prefix that ends 8 bytes into a line) */
-  return nx_ring_record_at((8u - NX_RING_PREFIX) & 63u, len);
+  /* (the widest gap, 56 bytes, with the longest header) */
+  return nx_ring_record_at((8u - NX_RING_PREFIX - NX_FRAME_HDR_LEN) & 63u, len, NX_FRAME_HDR_LEN);
 }
 
 /* Sets r up over ctl and data; pos from the control block's current index
  * (producer: tail, consumer: head). */
 void nx_ring_init(nx_ring *r, nx_ring_ctl *ctl, uint8_t *data, uint64_t cap, int producer);
-/* Producer: publishes one record (hdr then the payload of iov, len bytes)
- * carrying ack (the caller's consumer index of the paired ring). 0; 1 if
- * there is no room now; NEXAR_ERR_PROTOCOL if the consumer's head is
- * impossible (behind what it may have consumed, or ahead of tail). */
-int nx_ring_put(nx_ring *r, uint64_t ack, const uint8_t hdr[NX_FRAME_HDR_LEN],
-                const nexar_iovec *iov, size_t niov, uint64_t len);
-/* Consumer: the next record. 0: hdr copied out, its payload in v[0..*nv)
- * (pointers into the ring, 2 pieces at most), *plen bytes, *adv the record
- * size to pass to nx_ring_pop once it is used (a skip before the record
- * included), *ack the record's ack (for nx_ring_acked on the paired
- * ring); 1 if empty; NEXAR_ERR_PROTOCOL if malformed (a skip with no
- * record published after it among them). */
-int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[2], size_t *nv,
-                 uint64_t *plen, uint64_t *adv, uint64_t *ack);
+/* Producer: publishes one record (hlen bytes of hdr, a multiple of 8 up
+ * to NX_FRAME_HDR_LEN, then the payload of iov, len bytes) carrying ack
+ * (the caller's consumer index of the paired ring). 0; 1 if there is no
+ * room now; NEXAR_ERR_PROTOCOL if the consumer's head is impossible
+ * (behind what it may have consumed, or ahead of tail). */
+int nx_ring_put(nx_ring *r, uint64_t ack, const uint8_t *hdr, uint32_t hlen, const nexar_iovec *iov,
+                size_t niov, uint64_t len);
+/* Consumer: the next record. 0: its header copied to hdr (*hlen bytes),
+ * its payload in v[0..*nv) (pointers into the ring, 2 pieces at most),
+ * *plen bytes, *adv the bytes to pass to nx_ring_pop once it is used (the
+ * rest of the lap before it included if it started over), *ack the
+ * record's ack (for nx_ring_acked on the paired ring); 1 if none;
+ * NEXAR_ERR_PROTOCOL if malformed. */
+int nx_ring_peek(const nx_ring *r, uint8_t hdr[NX_FRAME_HDR_LEN], uint32_t *hlen, nexar_iovec v[2],
+                 size_t *nv, uint64_t *plen, uint64_t *adv, uint64_t *ack);
 void nx_ring_pop(nx_ring *r, uint64_t adv);
 /* Producer: the consumer says (in a record of the paired ring) that it has
  * consumed up to ack. 0 (older news is ignored); NEXAR_ERR_PROTOCOL if ack
@@ -171,5 +185,21 @@ int64_t nx_ring_used(nx_ring *r);
 /* Consumer: 1 if the producer has published something not consumed yet
  * (lock-free: reads only the control block). */
 int nx_ring_ready(const nx_ring_ctl *ctl);
+/* Consumer, without its lock: where its next record would announce itself
+ * (a copy of what a waiter knew at its last look), and whether it has. */
+typedef struct nx_ring_watch {
+  const uint8_t *data;
+  uint64_t mask; /* cap - 1 */
+  uint64_t pos;  /* the consumer's index then */
+} nx_ring_watch;
+void nx_ring_watch_of(const nx_ring *r, nx_ring_watch *w);
+/* 1 if the word a record announces itself by says one is there (in place
+ * or started over): nx_ring_peek will find it, or find it malformed. Reads
+ * one word of the ring. */
+static inline int nx_ring_arrived(const nx_ring_watch *w) {
+  uint64_t v = __atomic_load_n((const uint64_t *)(const void *)(w->data + (w->pos & w->mask)),
+                               __ATOMIC_ACQUIRE);
+  return (v | NX_RING_SKIPPED) == ~w->pos;
+}
 
 #endif

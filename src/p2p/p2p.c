@@ -262,8 +262,8 @@ enum { NOW_WAIT, NOW_DONE, NOW_GENERAL };
 
 /* One look of recv_now, under ep->mu. */
 static int recv_now_once(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t src,
-                         uint32_t tag, uint64_t total, const nx_ring_ctl **ring,
-                         const uint8_t **next, uint32_t *pull) {
+                         uint32_t tag, uint64_t total, nx_ring_watch *ring, int *watched,
+                         uint32_t *pull) {
   nx_ep *ep = c->ep;
   uint32_t from = c->members[src];
   if (from == ep->rank || atomic_load(&c->aborted) || atomic_load(&c->revoked) ||
@@ -271,7 +271,7 @@ static int recv_now_once(nexar_client *c, const nexar_iovec *iov, size_t n, uint
     return NOW_GENERAL;
   nx_peer *p = ep->peers[from];
   if (p->state != NX_PEER_UP || nx_shm_state_locked(p) < 2) return NOW_GENERAL;
-  *ring = nx_shm_rx_ctl_locked(p, next, pull);
+  *watched = nx_shm_rx_watch_locked(p, ring, pull);
   nx_key k = {.comm = c->id, .kind = NX_KIND_P2P, .src = from, .tag = tag};
   /* MPI order: a queued message or an earlier receive for the key first */
   if (nx_match_peek(ep, &k, 0) || nx_match_posted(ep, &k)) return NOW_GENERAL;
@@ -322,28 +322,32 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
    * when yielding (a yield may take long, and costs more than the clock) */
   unsigned mask = yield ? 0u : 31u;
   uint64_t t0 = 0, now = 0, until = 0;
-  const nx_ring_ctl *ring = NULL; /* the peer's ring to us, once a look found it */
-  const uint8_t *next = NULL;     /* where its next record starts, as last seen */
-  uint32_t pull = 0;              /* and how much of it to prefetch */
+  nx_ring_watch ring; /* where the peer's next record to us announces itself */
+  int watched = 0;    /* once a look found the ring */
+  uint32_t pull = 0;  /* how much of that record to prefetch */
   int rc = NOW_WAIT, counted = 0;
   for (unsigned pass = 0;; pass++) {
     rc = NOW_WAIT;
-    /* the next record's lines are fetched while we read the ring's words,
-     * not after them: the record's arrival then costs one transfer between
+    /* the next record's lines are fetched while we watch its first word,
+     * not after it: the record's arrival then costs one transfer between
      * cores instead of two in a row (a prefetch neither faults nor binds).
      * As many as the last record took, if it was small (core/ring.h,
-     * NX_RING_PULL_MAX): harness ping-pong 256 B n = 2, alternating runs,
-     * 0.58-0.66 -> 0.51-0.56 us one-way (Open MPI's default 0.52-0.54) */
-    if (next) {
-      for (uint32_t o = 0; o < pull; o += 64)
-        __builtin_prefetch(next + o);
+     * NX_RING_PULL_MAX), where it starts if it does not start over, and at
+     * the ring's first byte, where a small one does once the ring is empty:
+     * harness ping-pong 256 B n = 2, alternating runs, 0.58-0.66 ->
+     * 0.51-0.56 us one-way (Open MPI's default 0.52-0.54) */
+    if (watched && pull > 64) {
+      const uint8_t *next = ring.data + (ring.pos & ring.mask);
+      for (uint32_t o = 64; o < pull; o += 64)
+        __builtin_prefetch(next + o), __builtin_prefetch(ring.data + o);
       __builtin_prefetch(next + pull - 1);
     }
-    /* between full looks (every 8th pass) only the ring's two words are
-     * read, without the lock: a pass then costs no locked instruction */
-    int look = !ring || (pass & 7) == 0 || nx_ring_ready(ring);
+    /* between full looks (every 8th pass) only the word the next record
+     * announces itself by is read, without the lock: a pass then costs no
+     * locked instruction, and no line the writer writes but that one */
+    int look = !watched || (pass & 7) == 0 || nx_ring_arrived(&ring);
     if (look && (pass == 0 ? pthread_mutex_lock(&ep->mu) : pthread_mutex_trylock(&ep->mu)) == 0) {
-      rc = recv_now_once(c, iov, n, src, tag, total, &ring, &next, &pull);
+      rc = recv_now_once(c, iov, n, src, tag, total, &ring, &watched, &pull);
       pthread_mutex_unlock(&ep->mu);
     }
     /* collective schedules released by what arrived advance here, as in a

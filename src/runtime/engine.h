@@ -592,7 +592,7 @@ int nx_shm_send_desc_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
 /* One record from p's ring: header and payload validated like network bytes,
  * handed to matching. 0, or PROTOCOL (the caller drops p). (Separate for
  * fuzzing.) */
-int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN],
+int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN], uint32_t hlen,
                           const nexar_iovec *v, size_t nv, uint64_t plen);
 /* A blocking receive's look at p's ring, with no request (p2p.c): when the
  * next record is the eager point-to-point message k names (comm, tag) with
@@ -602,13 +602,12 @@ int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_
  * matching, as a drain does; <0 it was malformed and p is dropped. */
 int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_iovec *iov,
                            size_t niov, uint64_t len);
-/* The control block of p's ring to us (NULL: none): a waiter may look at it
- * without the lock (nx_ring_ready) while the endpoint lives. *next: where
- * the next record will start, and *pull how many of its bytes, for a
- * waiter to prefetch (only a hint: it is never read through, and may be
- * stale once the lock is let go). */
-const struct nx_ring_ctl *nx_shm_rx_ctl_locked(const nx_peer *p, const uint8_t **next,
-                                               uint32_t *pull);
+struct nx_ring_watch;
+/* 1 if p has a ring to us: *w says where its next record will announce
+ * itself, for a waiter to watch without the lock (nx_ring_arrived) while
+ * the endpoint lives, and *pull how many of its bytes to prefetch (only
+ * hints: it may be stale once the lock is let go); 0 if none. */
+int nx_shm_rx_watch_locked(const nx_peer *p, struct nx_ring_watch *w, uint32_t *pull);
 /* Every progress pass: drains the inbound rings (but skip's, if not NULL),
  * flushes the backlogs. */
 void nx_shm_poll_locked(nx_ep *ep, const nx_peer *skip);

@@ -292,11 +292,19 @@ void nx_shm_protocol_locked(nx_ep *ep, nx_shm *s, const char *what) {
   nx_peer_dead_locked(ep, s->peer, NEXAR_ERR_PROTOCOL, why);
 }
 
+/* f's header as a record carries it: short where f has one (the ring says
+ * who sent it and how long it is), else full. Its length. */
+static uint32_t encode(const nx_frame *f, uint8_t hdr[NX_FRAME_HDR_LEN]) {
+  if (nx_frame_encode_short(f, hdr)) return NX_FRAME_SHORT_LEN;
+  nx_frame_encode(f, hdr);
+  return NX_FRAME_HDR_LEN;
+}
+
 /* 0 sent, 1 no room, <0 the peer was dropped. */
-static int put(nx_ep *ep, nx_shm *s, const uint8_t *hdr, const nexar_iovec *iov, size_t niov,
-               uint64_t len) {
+static int put(nx_ep *ep, nx_shm *s, const uint8_t *hdr, uint32_t hlen, const nexar_iovec *iov,
+               size_t niov, uint64_t len) {
   /* the ack: how far we have read the peer's ring (ring.h) */
-  int rc = nx_ring_put(&s->tx, s->rx.pos, hdr, iov, niov, len);
+  int rc = nx_ring_put(&s->tx, s->rx.pos, hdr, hlen, iov, niov, len);
   if (rc < 0) {
     nx_shm_protocol_locked(ep, s, "the reader's index is impossible");
     return NEXAR_ERR_PROTOCOL;
@@ -327,7 +335,7 @@ static void flush_backlog(nx_ep *ep, nx_shm *s) {
   while (s->bl_head) {
     shm_bl *b = s->bl_head;
     nexar_iovec v = {b->data, (size_t)b->len};
-    int rc = put(ep, s, b->hdr, &v, 1, b->len);
+    int rc = put(ep, s, b->hdr, b->hlen, &v, 1, b->len);
     if (rc == 1) want_room(s);
     if (rc) return;
     s->bl_head = b->next;
@@ -337,8 +345,8 @@ static void flush_backlog(nx_ep *ep, nx_shm *s) {
   }
 }
 
-static int backlog(nx_ep *ep, nx_shm *s, const uint8_t *hdr, const nexar_iovec *iov, size_t niov,
-                   uint64_t len) {
+static int backlog(nx_ep *ep, nx_shm *s, const uint8_t *hdr, uint32_t hlen, const nexar_iovec *iov,
+                   size_t niov, uint64_t len) {
   shm_bl *b = malloc(sizeof *b + (size_t)len);
   if (!b)
     return nx_fail(NEXAR_ERR_NOMEM, "send to rank %u: %llu bytes", s->peer->rank,
@@ -346,7 +354,8 @@ static int backlog(nx_ep *ep, nx_shm *s, const uint8_t *hdr, const nexar_iovec *
   (void)ep;
   b->next = NULL;
   b->len = len;
-  memcpy(b->hdr, hdr, NX_FRAME_HDR_LEN);
+  b->hlen = hlen;
+  memcpy(b->hdr, hdr, hlen);
   uint64_t off = 0;
   for (size_t i = 0; i < niov; i++) {
     if (iov[i].len) memcpy(b->data + off, iov[i].base, iov[i].len);
@@ -365,12 +374,12 @@ static int backlog(nx_ep *ep, nx_shm *s, const uint8_t *hdr, const nexar_iovec *
 static int put_ordered(nx_ep *ep, nx_shm *s, const nx_frame *f, const nexar_iovec *iov, size_t niov,
                        uint64_t len) {
   uint8_t hdr[NX_FRAME_HDR_LEN];
-  nx_frame_encode(f, hdr);
+  uint32_t hlen = encode(f, hdr);
   if (!s->bl_head) {
-    int rc = put(ep, s, hdr, iov, niov, len);
+    int rc = put(ep, s, hdr, hlen, iov, niov, len);
     if (rc <= 0) return rc;
   }
-  return backlog(ep, s, hdr, iov, niov, len);
+  return backlog(ep, s, hdr, hlen, iov, niov, len);
 }
 
 /* 1 once point-to-point to p may go by the ring: none of ours is on a QUIC
@@ -404,8 +413,7 @@ int nx_shm_send_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iov
      * pass looks, not by the lane, which it reads on every 32nd */
     if (len > NX_RNDV_COLL_MIN) return 0;
     uint8_t hdr[NX_FRAME_HDR_LEN];
-    nx_frame_encode(f, hdr);
-    int rc = put(ep, s, hdr, iov, niov, len);
+    int rc = put(ep, s, hdr, encode(f, hdr), iov, niov, len);
     if (rc < 0) return rc;
     if (rc == 1) return 0; /* full: the lane or QUIC takes it */
   } else if (f->kind == NX_KIND_P2P) {
@@ -451,8 +459,7 @@ int nx_shm_put_piece_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
   int rc = 1;
   if ((uint64_t)used + nx_ring_record(len) <= NX_SHM_STREAM_WINDOW) {
     uint8_t hdr[NX_FRAME_HDR_LEN];
-    nx_frame_encode(f, hdr);
-    rc = put(ep, s, hdr, iov, niov, len);
+    rc = put(ep, s, hdr, encode(f, hdr), iov, niov, len);
     if (rc < 0) return rc;
   }
   if (rc == 1) {
@@ -471,8 +478,7 @@ int nx_shm_send_now_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar
       len > NX_SHM_EAGER_MAX)
     return 0;
   uint8_t hdr[NX_FRAME_HDR_LEN];
-  nx_frame_encode(f, hdr);
-  int rc = put(ep, p->shm, hdr, iov, niov, len);
+  int rc = put(ep, p->shm, hdr, encode(f, hdr), iov, niov, len);
   if (rc) return rc < 0 ? rc : 0;
   count_sent(p, len);
   return 1;
@@ -485,8 +491,7 @@ int nx_shm_send_desc_locked(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexa
     return rc ? rc : 1;
   }
   uint8_t hdr[NX_FRAME_HDR_LEN];
-  nx_frame_encode(f, hdr);
-  return put(ep, p->shm, hdr, v, 1, v->len) == 0;
+  return put(ep, p->shm, hdr, encode(f, hdr), v, 1, v->len) == 0;
 }
 
 void nx_shm_poll_locked(nx_ep *ep, const nx_peer *skip) {
@@ -607,8 +612,10 @@ int nx_shm_test_forge(nx_ep *ep, nx_peer *p, int how) {
   (void)ep;
   uint8_t *d = s->tx.data;
   uint64_t at = s->tx.pos & (s->tx.cap - 1);
-  if (how == 0) { /* a prefix whose words disagree */
-    memset(d + at, 0x5a, 8);
+  if (how == 0) { /* a record announced in place with an impossible header length */
+    uint32_t w[2] = {8, 12};
+    memcpy(d + ((at + 8) & (s->tx.cap - 1)), w, sizeof w);
+    __atomic_store_n((uint64_t *)(void *)(d + at), ~s->tx.pos, __ATOMIC_RELEASE);
     atomic_store(&s->tx.ctl->tail, s->tx.pos + 128);
   } else { /* a well-formed record with a frame that lies about its length */
     uint8_t hdr[NX_FRAME_HDR_LEN];
@@ -619,7 +626,7 @@ int nx_shm_test_forge(nx_ep *ep, nx_peer *p, int how) {
     nx_frame_encode(&f, hdr);
     uint8_t pay[8] = {0};
     nexar_iovec v = {pay, 8};
-    return nx_ring_put(&s->tx, s->rx.pos, hdr, &v, 1, 8);
+    return nx_ring_put(&s->tx, s->rx.pos, hdr, NX_FRAME_HDR_LEN, &v, 1, 8);
   }
   return 0;
 }

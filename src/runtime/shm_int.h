@@ -11,6 +11,7 @@
 typedef struct shm_bl { /* a point-to-point record waiting for ring room */
   struct shm_bl *next;
   uint64_t len;
+  uint32_t hlen; /* hdr's bytes: a short or a full frame header */
   uint8_t hdr[NX_FRAME_HDR_LEN];
   uint8_t data[];
 } shm_bl;
@@ -32,7 +33,7 @@ struct nx_shm {
   _Atomic uint64_t room_at;
   /* bytes of the next record a waiting receive prefetches while it polls
    * (core/ring.h, NX_RING_PULL_MAX): as many as the last one it took if it
-   * was small; 0: the prefix and header only (nx_shm_rx_ctl_locked), which
+   * was small; 0: the prefix and a short header (nx_shm_rx_watch_locked), which
    * the producer leaves to it */
   uint32_t rx_pull;
 };

@@ -11,18 +11,21 @@
 
 /* The next record from s's peer (nx_ring_peek), its ack applied to our
  * ring to the peer: 0, 1 if none, PROTOCOL. */
-static int peek(nx_shm *s, uint8_t hdr[NX_FRAME_HDR_LEN], nexar_iovec v[2], size_t *nv,
-                uint64_t *plen, uint64_t *adv) {
+static int peek(nx_shm *s, uint8_t hdr[NX_FRAME_HDR_LEN], uint32_t *hlen, nexar_iovec v[2],
+                size_t *nv, uint64_t *plen, uint64_t *adv) {
   uint64_t ack = 0;
-  int rc = nx_ring_peek(&s->rx, hdr, v, nv, plen, adv, &ack);
+  int rc = nx_ring_peek(&s->rx, hdr, hlen, v, nv, plen, adv, &ack);
   return rc ? rc : nx_ring_acked(&s->tx, ack);
 }
 
-/* The frame of a record from p, validated like network bytes: 0 or
- * PROTOCOL. */
-static int record_frame(const nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN], uint64_t plen,
-                        nx_frame *f) {
-  if (nx_frame_decode(hdr, NX_FRAME_HDR_LEN, f) || f->src != p->rank ||
+/* The frame of a record from p (its header hlen bytes, short or full),
+ * validated like network bytes: 0 or PROTOCOL. */
+static int record_frame(const nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN], uint32_t hlen,
+                        uint64_t plen, nx_frame *f) {
+  int rc = hlen == NX_FRAME_SHORT_LEN ? nx_frame_decode_short(hdr, p->rank, plen, f)
+           : hlen == NX_FRAME_HDR_LEN ? nx_frame_decode(hdr, NX_FRAME_HDR_LEN, f)
+                                      : NEXAR_ERR_PROTOCOL;
+  if (rc || f->src != p->rank ||
       (f->kind != NX_KIND_P2P && f->kind != NX_KIND_COLL && f->kind != NX_KIND_RNDV_DONE &&
        f->kind != NX_KIND_RNDV_DATA))
     return NEXAR_ERR_PROTOCOL;
@@ -66,19 +69,18 @@ static int hand_over(nx_ep *ep, nx_peer *p, const nx_frame *f, const nexar_iovec
   return 0;
 }
 
-int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN],
+int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_LEN], uint32_t hlen,
                           const nexar_iovec *v, size_t nv, uint64_t plen) {
   nx_frame f;
-  if (record_frame(p, hdr, plen, &f)) return NEXAR_ERR_PROTOCOL;
+  if (record_frame(p, hdr, hlen, plen, &f)) return NEXAR_ERR_PROTOCOL;
   return hand_over(ep, p, &f, v, nv);
 }
 
-const nx_ring_ctl *nx_shm_rx_ctl_locked(const nx_peer *p, const uint8_t **next, uint32_t *pull) {
-  if (!p->shm || atomic_load(&p->shm->dead)) return NULL;
-  const nx_ring *r = &p->shm->rx;
-  *next = r->data + (r->pos & (r->cap - 1));
-  *pull = p->shm->rx_pull ? p->shm->rx_pull : NX_RING_PREFIX + NX_FRAME_HDR_LEN;
-  return r->ctl;
+int nx_shm_rx_watch_locked(const nx_peer *p, nx_ring_watch *w, uint32_t *pull) {
+  if (!p->shm || atomic_load(&p->shm->dead)) return 0;
+  nx_ring_watch_of(&p->shm->rx, w);
+  *pull = p->shm->rx_pull ? p->shm->rx_pull : NX_RING_PREFIX + NX_FRAME_SHORT_LEN;
+  return 1;
 }
 
 int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_iovec *iov,
@@ -86,10 +88,11 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
   nx_shm *s = p->shm;
   if (!s || s->busy || atomic_load(&s->dead)) return 0;
   uint8_t hdr[NX_FRAME_HDR_LEN];
+  uint32_t hlen = 0;
   nexar_iovec v[2];
   size_t nv = 0;
   uint64_t plen = 0, adv = 0;
-  int rc = peek(s, hdr, v, &nv, &plen, &adv);
+  int rc = peek(s, hdr, &hlen, v, &nv, &plen, &adv);
   if (rc == 1) return 0;
   /* the payload's lines are in the writer's cache: ask for all of them at
    * once (up to 4 KiB) while the header is checked, instead of one by one
@@ -98,7 +101,7 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
     for (size_t o = 0; o < v[i].len && o < 4096; o += 64)
       __builtin_prefetch((const uint8_t *)v[i].base + o);
   nx_frame f;
-  if (rc || record_frame(p, hdr, plen, &f)) {
+  if (rc || record_frame(p, hdr, hlen, plen, &f)) {
     s->busy = 1; /* as in drain: the peer's teardown must not read it again */
     nx_shm_protocol_locked(ep, s, "malformed record");
     s->busy = 0;
@@ -118,7 +121,9 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
     return key ? 3 : 2;
   }
   nx_iovs_copy_in(iov, niov, 0, v, nv);
-  s->rx_pull = adv <= NX_RING_PULL_MAX ? (uint32_t)adv : 0;
+  /* (the record's bytes, not adv, which counts the lap's rest it skipped) */
+  uint64_t rec = NX_RING_PREFIX + hlen + plen;
+  s->rx_pull = rec <= NX_RING_PULL_MAX ? (uint32_t)rec : 0;
   count_received(p, len);
   nx_ring_pop(&s->rx, adv);
   nx_shm_room_bell_locked(ep, s);
@@ -131,12 +136,13 @@ int nx_shm_drain_locked(nx_ep *ep, nx_shm *s) {
   int took = 0;
   for (int i = 0; i < 64; i++) {
     uint8_t hdr[NX_FRAME_HDR_LEN];
+    uint32_t hlen = 0;
     nexar_iovec v[2];
     size_t nv = 0;
     uint64_t plen = 0, adv = 0;
-    int rc = peek(s, hdr, v, &nv, &plen, &adv);
+    int rc = peek(s, hdr, &hlen, v, &nv, &plen, &adv);
     if (rc == 1) break;
-    if (rc == 0) rc = nx_shm_deliver_locked(ep, s->peer, hdr, v, nv, plen);
+    if (rc == 0) rc = nx_shm_deliver_locked(ep, s->peer, hdr, hlen, v, nv, plen);
     if (rc) { /* still busy: the peer's teardown must not read it again */
       nx_shm_protocol_locked(ep, s, "malformed record");
       s->busy = 0;

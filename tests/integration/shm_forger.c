@@ -7,11 +7,12 @@
  *
  * ring (default): finds PID's mappings of "/memfd:nexar-shm" (/proc/PID/maps),
  * opens each through /proc/PID/map_files (root only) and, for MS
- * milliseconds, keeps filling both rings' data with 0x5a and claiming a
- * published record there (tail = head + 4096): every reader must find a
- * malformed record. Layout as in runtime/shm.c: control blocks at 1024 and
- * 2048 (tail, then head one cache line on), data from 4096, two rings of
- * equal size.
+ * milliseconds, keeps filling both rings' data with 0x5a and announcing a
+ * record where each reader is (core/ring.h: the record's first word is the
+ * complement of the index it starts at; tail = head + 4096 too): every
+ * reader must find a malformed record. Layout as in runtime/shm.c: control
+ * blocks at 1024 and 2048 (tail, then head one cache line on), data from
+ * 4096, two rings of equal size (a power of two).
  * bcast: the same segments' small-broadcast entries (after the data
  * buffers: BDEPTH entries of BENT bytes per rank): every entry's sequence
  * word claims a broadcast far ahead, which no root can have begun.
@@ -103,8 +104,13 @@ int main(int argc, char **argv) {
       size_t ring = (len[i] - 4096) / 2;
       for (int r = 0; r < 2; r++) {
         volatile uint64_t *ctl = (volatile uint64_t *)(seg[i] + 1024 + 1024 * r);
-        memset(seg[i] + 4096 + ring * r, 0x5a, ring);
-        ctl[0] = ctl[8] + 4096; /* tail: a record published where the reader is */
+        uint8_t *data = seg[i] + 4096 + ring * r;
+        uint64_t head = ctl[8];
+        memset(data, 0x5a, ring);
+        /* a record announced where the reader is (its first word ~head),
+         * its lengths 0x5a5a5a5a; and a tail that says it was published */
+        *(volatile uint64_t *)(data + (head & (ring - 1))) = ~head;
+        ctl[0] = head + 4096;
       }
     }
     if (!how) usleep(1000);

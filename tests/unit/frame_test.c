@@ -70,6 +70,35 @@ int main(void) {
     refused += nx_frame_decode(c, sizeof c, &g) != 0;
   }
   CHECK(refused > 0, "no bit flip refused");
+  /* the short header (a same-host ring's): only frames with nothing but a
+   * kind, a communicator, a 32-bit tag, a sender and a length have one */
+  {
+    nx_frame s = {.kind = NX_KIND_P2P,
+                  .comm_id = 0x1122334455667788ull,
+                  .src = 3,
+                  .tag = 0xfffffffeu,
+                  .length = 8};
+    uint8_t h[NX_FRAME_SHORT_LEN];
+    CHECK(nx_frame_encode_short(&s, h) == 1 && h[0] == NX_FRAME_SHORT_MAGIC, "short header");
+    CHECK(nx_frame_decode_short(h, 3, 8, &g) == 0 && memcmp(&s, &g, sizeof s) == 0,
+          "short header round trip");
+    nx_frame no[] = {s, s, s, s};
+    no[0].tag = 1ull << 32;
+    no[1].flags = NX_FLAG_LAST;
+    no[2].count = 1;
+    no[3].status = -1;
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+      CHECK(nx_frame_encode_short(&no[i], h) == 0, "short header for frame %zu", i);
+    nx_frame_encode_short(&s, h);
+    uint8_t c[NX_FRAME_SHORT_LEN];
+    for (int i = 0; i < 4; i++) { /* magic, kind 0, kind too high, reserved */
+      memcpy(c, h, sizeof c);
+      c[i == 0 ? 0 : i == 3 ? 2 : 1] = (uint8_t)(i == 0 ? 0x4e : i == 1 ? 0 : i == 2 ? 200 : 1);
+      CHECK(nx_frame_decode_short(c, 3, 8, &g) == NEXAR_ERR_PROTOCOL, "short case %d accepted", i);
+    }
+    CHECK(nx_frame_decode_short(h, 3, NX_FRAME_MAX_PAYLOAD + 1, &g) == NEXAR_ERR_PROTOCOL,
+          "short header with too long a payload");
+  }
   printf("frame_test: all passed (%d of %zu bit flips refused)\n", refused, sizeof b * 8);
   return 0;
 }

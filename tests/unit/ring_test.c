@@ -19,38 +19,52 @@ static void hdr_of(uint8_t h[NX_FRAME_HDR_LEN], uint64_t len, uint32_t tag) {
   nx_frame_encode(&f, h);
 }
 
+/* A record's header, full or short (the ring carries either). */
+static int decode(const uint8_t *h, uint32_t hl, uint64_t plen, nx_frame *f) {
+  return hl == NX_FRAME_SHORT_LEN ? nx_frame_decode_short(h, 1, plen, f)
+                                  : nx_frame_decode(h, hl, f);
+}
+
 int main(void) {
   nx_ring tx, rx;
   uint8_t h[NX_FRAME_HDR_LEN], got[NX_FRAME_HDR_LEN], buf[CAP];
   nexar_iovec v[2];
   size_t nv;
+  uint32_t hl;
   uint64_t plen, adv, ack;
   /* many records of varying size, so they wrap at every offset */
   atomic_store(&ctl.head, 0);
   atomic_store(&ctl.tail, 0);
   nx_ring_init(&tx, &ctl, data, CAP, 1);
   nx_ring_init(&rx, &ctl, data, CAP, 0);
-  CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == 1, "empty ring");
+  CHECK(nx_ring_peek(&rx, got, &hl, v, &nv, &plen, &adv, &ack) == 1, "empty ring");
   /* nx_ring_record bounds a record wherever it starts (room and window
    * checks rely on it) */
   for (uint64_t len = 0; len < 2 * NX_RING_ALIGN_MIN; len += 7)
     for (uint64_t at = 0; at < 128; at += 8)
-      CHECK(nx_ring_record_at(at, len) <= nx_ring_record(len), "record of %llu at %llu",
-            (unsigned long long)len, (unsigned long long)at);
+      CHECK(nx_ring_record_at(at, len, NX_FRAME_HDR_LEN) <= nx_ring_record(len) &&
+                nx_ring_record_at(at, len, NX_FRAME_SHORT_LEN) <= nx_ring_record(len),
+            "record of %llu at %llu", (unsigned long long)len, (unsigned long long)at);
   uint32_t sent = 0, recvd = 0;
   for (int round = 0; round < 2000; round++) {
     uint64_t len = (uint64_t)(round * 37) % 1500;
     for (uint64_t i = 0; i < len; i++)
       buf[i] = (uint8_t)(i + sent);
     hdr_of(h, len, sent);
+    uint32_t hlen = NX_FRAME_HDR_LEN;
+    if (round % 2) { /* every other one with a short header */
+      nx_frame f = {.kind = 1, .src = 1, .tag = sent, .length = len};
+      CHECK(nx_frame_encode_short(&f, h), "short header");
+      hlen = NX_FRAME_SHORT_LEN;
+    }
     nexar_iovec in[2] = {{buf, (size_t)(len / 2)}, {buf + len / 2, (size_t)(len - len / 2)}};
-    int rc = nx_ring_put(&tx, 0, h, in, 2, len);
+    int rc = nx_ring_put(&tx, 0, h, hlen, in, 2, len);
     CHECK(rc == 0 || rc == 1, "put: %d", rc);
     if (rc == 0) sent++;
     if (rc == 1 || round % 3 == 0) {
-      while (nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == 0) {
+      while (nx_ring_peek(&rx, got, &hl, v, &nv, &plen, &adv, &ack) == 0) {
         nx_frame f;
-        CHECK(!nx_frame_decode(got, NX_FRAME_HDR_LEN, &f), "decode");
+        CHECK(!decode(got, hl, plen, &f), "decode");
         CHECK(f.tag == recvd && f.length == plen, "order: tag %llu want %u",
               (unsigned long long)f.tag, recvd);
         /* from NX_RING_ALIGN_MIN bytes the payload starts on a line */
@@ -70,7 +84,7 @@ int main(void) {
   CHECK(sent > 1000, "the ring moved (%u)", sent);
   /* a ring the consumer keeps empty: the producer starts over at the first
    * byte once past the hot window, so records stay within it (plus one) */
-  while (nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == 0)
+  while (nx_ring_peek(&rx, got, &hl, v, &nv, &plen, &adv, &ack) == 0)
     nx_ring_pop(&rx, adv), recvd++;
   CHECK(recvd == sent, "drained (%u of %u)", recvd, sent);
   uint64_t hot = nx_ring_hot(CAP, nx_ring_record(8)), lap0 = tx.pos / CAP;
@@ -78,13 +92,13 @@ int main(void) {
   for (int i = 0; i < 500; i++) {
     hdr_of(h, 8, sent);
     nexar_iovec in = {buf, 8};
-    CHECK(nx_ring_put(&tx, 0, h, &in, 1, 8) == 0, "put %d", i);
+    CHECK(nx_ring_put(&tx, 0, h, NX_FRAME_HDR_LEN, &in, 1, 8) == 0, "put %d", i);
     uint64_t off = (tx.pos - nx_ring_record(8)) & (CAP - 1);
     /* (the window the larger records before left is used up first) */
     restarted |= off == 0;
     CHECK(!restarted || off < hot + nx_ring_record(8), "record at %llu, hot window %llu",
           (unsigned long long)off, (unsigned long long)hot);
-    CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == 0 && plen == 8, "peek %d", i);
+    CHECK(nx_ring_peek(&rx, got, &hl, v, &nv, &plen, &adv, &ack) == 0 && plen == 8, "peek %d", i);
     nx_frame f;
     CHECK(!nx_frame_decode(got, NX_FRAME_HDR_LEN, &f) && f.tag == sent, "skip order %d", i);
     nx_ring_pop(&rx, adv);
@@ -102,9 +116,9 @@ int main(void) {
     for (int i = 0; i < 100; i++) {
       hdr_of(h, big, sent);
       nexar_iovec in = {buf, big};
-      CHECK(nx_ring_put(&tx, 0, h, &in, 1, big) == 0, "big put %d", i);
-      CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == 0 && plen == big, "big peek %d",
-            i);
+      CHECK(nx_ring_put(&tx, 0, h, NX_FRAME_HDR_LEN, &in, 1, big) == 0, "big put %d", i);
+      CHECK(nx_ring_peek(&rx, got, &hl, v, &nv, &plen, &adv, &ack) == 0 && plen == big,
+            "big peek %d", i);
       nx_ring_pop(&rx, adv);
       sent++, records++;
     }
@@ -128,13 +142,13 @@ int main(void) {
       uint64_t check = a2b.check;
       hdr_of(h, 8, (uint32_t)i);
       nexar_iovec in = {buf, 8};
-      CHECK(nx_ring_put(&a2b, arx.pos, h, &in, 1, 8) == 0, "request %d", i);
+      CHECK(nx_ring_put(&a2b, arx.pos, h, NX_FRAME_HDR_LEN, &in, 1, 8) == 0, "request %d", i);
       at0 += i > 1 && ((a2b.pos - nx_ring_record(8)) & (CAP - 1)) == 0;
-      CHECK(nx_ring_peek(&brx, got, v, &nv, &plen, &adv, &ack) == 0 && plen == 8, "req %d", i);
+      CHECK(nx_ring_peek(&brx, got, &hl, v, &nv, &plen, &adv, &ack) == 0 && plen == 8, "req %d", i);
       CHECK(nx_ring_acked(&b2a, ack) == 0, "ack %d", i);
       nx_ring_pop(&brx, adv);
-      CHECK(nx_ring_put(&b2a, brx.pos, h, &in, 1, 8) == 0, "reply %d", i);
-      CHECK(nx_ring_peek(&arx, got, v, &nv, &plen, &adv, &ack) == 0 && plen == 8, "rep %d", i);
+      CHECK(nx_ring_put(&b2a, brx.pos, h, NX_FRAME_HDR_LEN, &in, 1, 8) == 0, "reply %d", i);
+      CHECK(nx_ring_peek(&arx, got, &hl, v, &nv, &plen, &adv, &ack) == 0 && plen == 8, "rep %d", i);
       CHECK(nx_ring_acked(&a2b, ack) == 0 && a2b.seen == a2b.pos, "reply's ack %d", i);
       CHECK(a2b.check == check, "no read of the consumer's head %d", i);
       nx_ring_pop(&arx, adv);
@@ -146,14 +160,14 @@ int main(void) {
     for (int i = 0; i < 300; i++) {
       hdr_of(h, 8, (uint32_t)i);
       nexar_iovec in = {buf, 8};
-      CHECK(nx_ring_put(&a2b, arx.pos, h, &in, 1, 8) == 0, "a's %d", i);
+      CHECK(nx_ring_put(&a2b, arx.pos, h, NX_FRAME_HDR_LEN, &in, 1, 8) == 0, "a's %d", i);
       uint64_t off = (a2b.pos - nx_ring_record(8)) & (CAP - 1);
       far = off > far ? off : far;
-      CHECK(nx_ring_put(&b2a, brx.pos, h, &in, 1, 8) == 0, "b's %d", i);
-      CHECK(nx_ring_peek(&brx, got, v, &nv, &plen, &adv, &ack) == 0, "b reads %d", i);
+      CHECK(nx_ring_put(&b2a, brx.pos, h, NX_FRAME_HDR_LEN, &in, 1, 8) == 0, "b's %d", i);
+      CHECK(nx_ring_peek(&brx, got, &hl, v, &nv, &plen, &adv, &ack) == 0, "b reads %d", i);
       CHECK(nx_ring_acked(&b2a, ack) == 0, "b's ack %d", i);
       nx_ring_pop(&brx, adv);
-      CHECK(nx_ring_peek(&arx, got, v, &nv, &plen, &adv, &ack) == 0, "a reads %d", i);
+      CHECK(nx_ring_peek(&arx, got, &hl, v, &nv, &plen, &adv, &ack) == 0, "a reads %d", i);
       CHECK(nx_ring_acked(&a2b, ack) == 0, "a's ack %d", i);
       nx_ring_pop(&arx, adv);
     }
@@ -167,50 +181,73 @@ int main(void) {
     for (int i = 0; i < 4; i++) {
       hdr_of(h, big, (uint32_t)i);
       nexar_iovec in = {buf, big};
-      CHECK(nx_ring_put(&a2b, arx.pos, h, &in, 1, big) == 0, "big %d", i);
+      CHECK(nx_ring_put(&a2b, arx.pos, h, NX_FRAME_HDR_LEN, &in, 1, big) == 0, "big %d", i);
       if (i) {
-        CHECK(nx_ring_peek(&brx, got, v, &nv, &plen, &adv, &ack) == 0, "big read %d", i);
+        CHECK(nx_ring_peek(&brx, got, &hl, v, &nv, &plen, &adv, &ack) == 0, "big read %d", i);
         nx_ring_pop(&brx, adv);
         CHECK(nx_ring_acked(&a2b, brx.pos) == 0, "big ack %d", i);
       }
     }
     CHECK(a2b.pos / CAP == lap && (a2b.pos & (CAP - 1)) > 3 * nx_ring_record(big),
           "a stream a record behind did not start over");
-    while (nx_ring_peek(&brx, got, v, &nv, &plen, &adv, &ack) == 0)
+    while (nx_ring_peek(&brx, got, &hl, v, &nv, &plen, &adv, &ack) == 0)
       nx_ring_pop(&brx, adv);
     CHECK(nx_ring_acked(&a2b, brx.pos) == 0 && a2b.seen == a2b.pos, "all acknowledged");
     CHECK(nx_ring_acked(&a2b, a2b.pos - 8) == 0 && a2b.seen == a2b.pos, "old ack ignored");
     CHECK(nx_ring_acked(&a2b, a2b.pos + 8) == NEXAR_ERR_PROTOCOL, "ack of the unpublished");
   }
-  /* a skip with no record published after it */
+  /* the consumer watches one word (nx_ring_arrived): a record in place,
+   * and one that started over, announce themselves there */
   {
-    uint64_t p0 = rx.pos;
-    uint32_t skip[2] = {0, ~0u};
-    memcpy(data + (p0 & (CAP - 1)), skip, 8);
-    atomic_store(&ctl.tail, p0 + (CAP - (p0 & (CAP - 1))));
-    CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == NEXAR_ERR_PROTOCOL, "bare skip");
-    atomic_store(&ctl.tail, p0);
+    nx_ring_watch w;
+    nx_ring_watch_of(&rx, &w);
+    CHECK(!nx_ring_arrived(&w), "nothing announced");
+    uint64_t lap = tx.pos / CAP;
+    for (int i = 0; i < 3; i++) { /* (acked empty: each starts over) */
+      CHECK(nx_ring_acked(&tx, rx.pos) == 0, "ack %d", i);
+      hdr_of(h, 8, sent);
+      nexar_iovec in = {buf, 8};
+      CHECK(nx_ring_put(&tx, rx.pos, h, NX_FRAME_HDR_LEN, &in, 1, 8) == 0, "watched put %d", i);
+      nx_ring_watch_of(&rx, &w);
+      CHECK(nx_ring_arrived(&w), "announced %d", i);
+      CHECK(nx_ring_peek(&rx, got, &hl, v, &nv, &plen, &adv, &ack) == 0, "watched peek %d", i);
+      nx_ring_pop(&rx, adv), sent++;
+      nx_ring_watch_of(&rx, &w);
+      CHECK(!nx_ring_arrived(&w), "taken %d", i);
+    }
+    CHECK(tx.pos / CAP > lap, "a watched record started over");
   }
-  /* corruption: a tail beyond what the ring holds */
-  uint64_t pos = rx.pos;
+  /* the tail means nothing to the consumer: only records in place do */
+  uint64_t pos = rx.pos, off = pos & (CAP - 1);
   atomic_store(&ctl.tail, pos + CAP + 8);
-  CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == NEXAR_ERR_PROTOCOL, "tail too far");
-  /* a prefix whose words disagree */
-  atomic_store(&ctl.tail, pos + 256);
-  memset(data, 0x41, sizeof data);
-  CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == NEXAR_ERR_PROTOCOL, "bad prefix");
-  /* a consistent prefix claiming more than is published */
-  uint32_t pre[2] = {NX_FRAME_HDR_LEN + 1000, ~(uint32_t)(NX_FRAME_HDR_LEN + 1000)};
-  for (int i = 0; i < 8; i++)
-    data[(pos + (uint64_t)i) & (CAP - 1)] = ((uint8_t *)pre)[i];
-  CHECK(nx_ring_peek(&rx, got, v, &nv, &plen, &adv, &ack) == NEXAR_ERR_PROTOCOL, "record too long");
+  CHECK(nx_ring_peek(&rx, got, &hl, v, &nv, &plen, &adv, &ack) == 1, "a tail alone");
+  CHECK(off != 0, "(the consumer is past the first byte)");
+  /* a mark that it started over with no record at the first byte, or with
+   * one that announces another index */
+  uint64_t mark = ~pos ^ NX_RING_SKIPPED, stale = ~(pos - 8);
+  memcpy(data + off, &mark, 8);
+  CHECK(nx_ring_peek(&rx, got, &hl, v, &nv, &plen, &adv, &ack) == NEXAR_ERR_PROTOCOL, "bare mark");
+  memcpy(data, &stale, 8);
+  CHECK(nx_ring_peek(&rx, got, &hl, v, &nv, &plen, &adv, &ack) == NEXAR_ERR_PROTOCOL,
+        "mark of another record");
+  /* a record announced in place whose lengths are impossible: header
+   * lengths that no header has, a payload longer than the ring, a record
+   * that would run past what the ring holds */
+  uint64_t here = ~pos;
+  uint32_t bad[][2] = {{8, 0}, {8, 12}, {8, 72}, {CAP + 1, 64}, {CAP - 64, 64}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    memcpy(data + off, &here, 8);
+    memcpy(data + ((off + 8) & (CAP - 1)), bad[i], 8);
+    CHECK(nx_ring_peek(&rx, got, &hl, v, &nv, &plen, &adv, &ack) == NEXAR_ERR_PROTOCOL,
+          "lengths %u/%u", bad[i][0], bad[i][1]);
+  }
   /* a producer that sees an impossible head: it reads head again once the
    * head it last saw leaves no room, and must find it then, within one
    * ring's worth of records */
   atomic_store(&ctl.head, tx.pos + 64ull * CAP);
   int prc = 0;
   for (unsigned i = 0; i <= CAP / 8 && prc == 0; i++)
-    prc = nx_ring_put(&tx, 0, h, NULL, 0, 0);
+    prc = nx_ring_put(&tx, 0, h, NX_FRAME_HDR_LEN, NULL, 0, 0);
   CHECK(prc == NEXAR_ERR_PROTOCOL, "head ahead of tail (%d)", prc);
   printf("ring_test: ok (%u records)\n", sent);
   return 0;
