@@ -461,6 +461,20 @@ static void on_fail(void *ctx, const uint32_t *dead, size_t n) {
   pthread_mutex_unlock(&r->mu);
 }
 
+/* The callback runs on a pool worker, after the failure the members' calls
+ * returned: under load it may not have run yet (seen in CI, the suite at
+ * -j2). Waits up to ms for its first call; its own timestamp is what must
+ * be prompt. */
+static void wait_called(recorder *r, unsigned ms) {
+  for (unsigned waited = 0; waited < ms; waited += 10) {
+    pthread_mutex_lock(&r->mu);
+    int calls = r->calls;
+    pthread_mutex_unlock(&r->mu);
+    if (calls) return;
+    sleep_ms(10);
+  }
+}
+
 typedef struct member {
   nexar_client *parent, *child;
   uint32_t prank;
@@ -557,16 +571,7 @@ static void scenario_split(void) {
     check(failed_set_is(m->child, want, 1, got, sizeof got), name,
           "child rank %u: failed_ranks = %s (want {%u}, child numbering; parent rank 3)", cr, got,
           VICTIM_CHILD);
-    /* the callback runs on a pool worker, after the failure that the calls
-     * above already returned: under load it may not have run yet (seen in
-     * CI, the suite at -j2). Its own timestamp is what must be prompt. */
-    for (int i = 0; i < 200; i++) {
-      pthread_mutex_lock(&m->rec.mu);
-      int calls = m->rec.calls;
-      pthread_mutex_unlock(&m->rec.mu);
-      if (calls) break;
-      sleep_ms(10);
-    }
+    wait_called(&m->rec, 2000);
     pthread_mutex_lock(&m->rec.mu);
     int ok = m->rec.calls >= 1 && m->rec.n == 1 && m->rec.dead[0] == VICTIM_CHILD;
     check(ok && m->rec.t - g_t_child_abort < PROMPT_MS, name,
@@ -580,13 +585,7 @@ static void scenario_split(void) {
     memset(&late, 0, sizeof late);
     pthread_mutex_init(&late.mu, NULL);
     nexar_on_failure(m->child, on_fail, &late);
-    for (int i = 0; i < 100; i++) {
-      pthread_mutex_lock(&late.mu);
-      int calls = late.calls;
-      pthread_mutex_unlock(&late.mu);
-      if (calls) break;
-      sleep_ms(10);
-    }
+    wait_called(&late, 1000);
     pthread_mutex_lock(&late.mu);
     check(late.calls == 1 && late.n == 1 && late.dead[0] == VICTIM_CHILD, name,
           "child rank %u: on_failure registered after the failure ran %d time(s) with n=%zu "
