@@ -9,12 +9,20 @@
 #include "runtime/request.h"
 #include "runtime/shm_int.h"
 
+/* A record as nx_ring_peek hands it out. */
+typedef struct shm_rec {
+  uint8_t hdr[NX_FRAME_HDR_LEN];
+  uint32_t hlen;
+  nexar_iovec v[2]; /* the payload, in place */
+  size_t nv;
+  uint64_t plen, adv;
+} shm_rec;
+
 /* The next record from s's peer (nx_ring_peek), its ack applied to our
  * ring to the peer: 0, 1 if none, PROTOCOL. */
-static int peek(nx_shm *s, uint8_t hdr[NX_FRAME_HDR_LEN], uint32_t *hlen, nexar_iovec v[2],
-                size_t *nv, uint64_t *plen, uint64_t *adv) {
+static int peek(nx_shm *s, shm_rec *r) {
   uint64_t ack = 0;
-  int rc = nx_ring_peek(&s->rx, hdr, hlen, v, nv, plen, adv, &ack);
+  int rc = nx_ring_peek(&s->rx, r->hdr, &r->hlen, r->v, &r->nv, &r->plen, &r->adv, &ack);
   return rc ? rc : nx_ring_acked(&s->tx, ack);
 }
 
@@ -87,21 +95,17 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
                            size_t niov, uint64_t len) {
   nx_shm *s = p->shm;
   if (!s || s->busy || atomic_load(&s->dead)) return 0;
-  uint8_t hdr[NX_FRAME_HDR_LEN];
-  uint32_t hlen = 0;
-  nexar_iovec v[2];
-  size_t nv = 0;
-  uint64_t plen = 0, adv = 0;
-  int rc = peek(s, hdr, &hlen, v, &nv, &plen, &adv);
+  shm_rec r;
+  int rc = peek(s, &r);
   if (rc == 1) return 0;
   /* the payload's lines are in the writer's cache: ask for all of them at
    * once (up to 4 KiB) while the header is checked, instead of one by one
    * as the copy reaches them */
-  for (size_t i = 0; rc == 0 && i < nv; i++)
-    for (size_t o = 0; o < v[i].len && o < 4096; o += 64)
-      __builtin_prefetch((const uint8_t *)v[i].base + o);
+  for (size_t i = 0; rc == 0 && i < r.nv; i++)
+    for (size_t o = 0; o < r.v[i].len && o < 4096; o += 64)
+      __builtin_prefetch((const uint8_t *)r.v[i].base + o);
   nx_frame f;
-  if (rc || record_frame(p, hdr, hlen, plen, &f)) {
+  if (rc || record_frame(p, r.hdr, r.hlen, r.plen, &f)) {
     s->busy = 1; /* as in drain: the peer's teardown must not read it again */
     nx_shm_protocol_locked(ep, s, "malformed record");
     s->busy = 0;
@@ -110,22 +114,22 @@ int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_i
   int key = f.kind == NX_KIND_P2P && f.comm_id == k->comm && f.tag == k->tag;
   if (!key || (f.flags & NX_FLAG_RNDV) || f.length != len) {
     s->busy = 1; /* not one to take: matching has it, as a drain would */
-    if (hand_over(ep, p, &f, v, nv)) {
+    if (hand_over(ep, p, &f, r.v, r.nv)) {
       nx_shm_protocol_locked(ep, s, "malformed record");
       s->busy = 0;
       return NEXAR_ERR_PROTOCOL;
     }
     s->busy = 0;
-    nx_ring_pop(&s->rx, adv);
+    nx_ring_pop(&s->rx, r.adv);
     nx_shm_room_bell_locked(ep, s);
     return key ? 3 : 2;
   }
-  nx_iovs_copy_in(iov, niov, 0, v, nv);
+  nx_iovs_copy_in(iov, niov, 0, r.v, r.nv);
   /* (the record's bytes, not adv, which counts the lap's rest it skipped) */
-  uint64_t rec = NX_RING_PREFIX + hlen + plen;
+  uint64_t rec = NX_RING_PREFIX + r.hlen + r.plen;
   s->rx_pull = rec <= NX_RING_PULL_MAX ? (uint32_t)rec : 0;
   count_received(p, len);
-  nx_ring_pop(&s->rx, adv);
+  nx_ring_pop(&s->rx, r.adv);
   nx_shm_room_bell_locked(ep, s);
   return 1;
 }
@@ -135,20 +139,16 @@ int nx_shm_drain_locked(nx_ep *ep, nx_shm *s) {
   s->busy = 1;
   int took = 0;
   for (int i = 0; i < 64; i++) {
-    uint8_t hdr[NX_FRAME_HDR_LEN];
-    uint32_t hlen = 0;
-    nexar_iovec v[2];
-    size_t nv = 0;
-    uint64_t plen = 0, adv = 0;
-    int rc = peek(s, hdr, &hlen, v, &nv, &plen, &adv);
+    shm_rec r;
+    int rc = peek(s, &r);
     if (rc == 1) break;
-    if (rc == 0) rc = nx_shm_deliver_locked(ep, s->peer, hdr, hlen, v, nv, plen);
+    if (rc == 0) rc = nx_shm_deliver_locked(ep, s->peer, r.hdr, r.hlen, r.v, r.nv, r.plen);
     if (rc) { /* still busy: the peer's teardown must not read it again */
       nx_shm_protocol_locked(ep, s, "malformed record");
       s->busy = 0;
       return took;
     }
-    nx_ring_pop(&s->rx, adv);
+    nx_ring_pop(&s->rx, r.adv);
     took = 1;
   }
   s->busy = 0;
