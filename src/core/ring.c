@@ -193,4 +193,5 @@ void nx_ring_watch_of(const nx_ring *r, nx_ring_watch *w) {
   w->data = r->data;
   w->mask = r->cap - 1;
   w->pos = r->pos;
+  w->ctl = r->ctl;
 }

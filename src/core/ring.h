@@ -19,14 +19,15 @@
  * index before), then marks the word at from with ~from ^
  * NX_RING_SKIPPED; small messages then keep reusing the same few cache
  * lines instead of walking the ring (8-byte ping-pong 0.37 -> 0.22 us
- * one-way once the ring's lines were warm). A consumer waits on one word,
- * which nothing but a publication writes while it waits there. With the
- * short header an 8-byte message takes one line, not two. Two threads
- * passing records through one line, in the VM's slow state: 96 bytes
- * announced by a tail 0.22 us one-way, 48 bytes found in place 0.18-0.20
- * (bench/ring_lines.c). tail is still published, for sleepers
- * (nx_ring_ready). from only grows, so no stale word says what a consumer
- * waits for.
+ * one-way once the ring's lines were warm). A consumer's look (under its
+ * lock) reads one word to know, which nothing but a publication writes
+ * while the consumer is at it. With the short header an 8-byte message
+ * takes one line, not two. Two threads passing records through one line,
+ * in the VM's slow state: 96 bytes announced by a tail 0.22 us one-way, 48
+ * bytes found in place 0.18-0.20 (bench/ring_lines.c). tail is still
+ * published: waiters without the lock watch it (nx_ring_ready; see
+ * nx_ring_watch for why not the word). from only grows, so no stale word
+ * says what a consumer waits for.
  * ack is the writer's consumer index of the ring that runs the other way
  * (rings come in pairs, one each way): what the reader's own producer may
  * reuse. With it a producer learns, from the replies it reads anyway, that
@@ -185,21 +186,19 @@ int64_t nx_ring_used(nx_ring *r);
 /* Consumer: 1 if the producer has published something not consumed yet
  * (lock-free: reads only the control block). */
 int nx_ring_ready(const nx_ring_ctl *ctl);
-/* Consumer, without its lock: where its next record would announce itself
- * (a copy of what a waiter knew at its last look), and whether it has. */
+/* Consumer, without its lock: where its next record would start (a copy
+ * of what a waiter knew at its last look, for prefetching) and its control
+ * block. Such a waiter reads the control block only (nx_ring_ready), never
+ * the ring's data: once another thread consumed, the writer may reuse the
+ * spot it watched for a record's body, which it stores plainly, and
+ * nothing orders that store after the waiter's read (ThreadSanitizer
+ * reported it when the spin read the announcing word). */
 typedef struct nx_ring_watch {
   const uint8_t *data;
   uint64_t mask; /* cap - 1 */
   uint64_t pos;  /* the consumer's index then */
+  const nx_ring_ctl *ctl;
 } nx_ring_watch;
 void nx_ring_watch_of(const nx_ring *r, nx_ring_watch *w);
-/* 1 if the word a record announces itself by says one is there (in place
- * or started over): nx_ring_peek will find it, or find it malformed. Reads
- * one word of the ring. */
-static inline int nx_ring_arrived(const nx_ring_watch *w) {
-  uint64_t v = __atomic_load_n((const uint64_t *)(const void *)(w->data + (w->pos & w->mask)),
-                               __ATOMIC_ACQUIRE);
-  return (v | NX_RING_SKIPPED) == ~w->pos;
-}
 
 #endif

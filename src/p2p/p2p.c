@@ -322,14 +322,14 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
    * when yielding (a yield may take long, and costs more than the clock) */
   unsigned mask = yield ? 0u : 31u;
   uint64_t t0 = 0, now = 0, until = 0;
-  nx_ring_watch ring; /* where the peer's next record to us announces itself */
+  nx_ring_watch ring; /* the peer's ring to us: where its next record starts */
   int watched = 0;    /* once a look found the ring */
   uint32_t pull = 0;  /* how much of that record to prefetch */
   int rc = NOW_WAIT, counted = 0;
   for (unsigned pass = 0;; pass++) {
     rc = NOW_WAIT;
-    /* the next record's lines are fetched while we watch its first word,
-     * not after it: the record's arrival then costs one transfer between
+    /* the next record's lines are fetched while we watch the ring's words,
+     * not after them: the record's arrival then costs one transfer between
      * cores instead of two in a row (a prefetch neither faults nor binds).
      * As many as the last record took, if it was small (core/ring.h,
      * NX_RING_PULL_MAX), where it starts if it does not start over, and at
@@ -343,14 +343,14 @@ static int recv_now(nexar_client *c, const nexar_iovec *iov, size_t n, uint32_t 
       const uint8_t *next = ring.data + (ring.pos & ring.mask);
       for (uint32_t o = 0; o < pull; o += 64) {
         __builtin_prefetch(ring.data + o);
-        if (o) __builtin_prefetch(next + o); /* (the first line is the watched word's) */
+        if (o) __builtin_prefetch(next + o); /* (the first line is the look's) */
       }
       if (pull) __builtin_prefetch(next + pull - 1);
     }
-    /* between full looks (every 8th pass) only the word the next record
-     * announces itself by is read, without the lock: a pass then costs no
-     * locked instruction, and no line the writer writes but that one */
-    int look = !watched || (pass & 7) == 0 || nx_ring_arrived(&ring);
+    /* between full looks (every 8th pass) only the ring's control words are
+     * read, without the lock: a pass then costs no locked instruction (and
+     * reads no ring data: core/ring.h, nx_ring_watch) */
+    int look = !watched || (pass & 7) == 0 || nx_ring_ready(ring.ctl);
     if (look && (pass == 0 ? pthread_mutex_lock(&ep->mu) : pthread_mutex_trylock(&ep->mu)) == 0) {
       rc = recv_now_once(c, iov, n, src, tag, total, &ring, &watched, &pull);
       pthread_mutex_unlock(&ep->mu);

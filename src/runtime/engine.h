@@ -603,10 +603,10 @@ int nx_shm_deliver_locked(nx_ep *ep, nx_peer *p, const uint8_t hdr[NX_FRAME_HDR_
 int nx_shm_recv_now_locked(nx_ep *ep, nx_peer *p, const nx_key *k, const nexar_iovec *iov,
                            size_t niov, uint64_t len);
 struct nx_ring_watch;
-/* 1 if p has a ring to us: *w says where its next record will announce
- * itself, for a waiter to watch without the lock (nx_ring_arrived) while
- * the endpoint lives, and *pull how many of its bytes to prefetch (only
- * hints: it may be stale once the lock is let go); 0 if none. */
+/* 1 if p has a ring to us: *w says where its next record will start and
+ * how many of its bytes to prefetch (*pull; only hints: they may be stale
+ * once the lock is let go), and its control block, which a waiter may read
+ * without the lock (nx_ring_ready) while the endpoint lives; 0 if none. */
 int nx_shm_rx_watch_locked(const nx_peer *p, struct nx_ring_watch *w, uint32_t *pull);
 /* Every progress pass: drains the inbound rings (but skip's, if not NULL),
  * flushes the backlogs. */
