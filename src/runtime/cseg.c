@@ -219,7 +219,8 @@ static long futex(_Atomic uint32_t *w, int op, uint32_t val, const struct timesp
  * the largest cost of a small collective), but only while that store waits
  * in this CPU's store buffer, which drains within far less than the grace:
  * so either we see the sleeper counted, or it sees our store before it
- * sleeps. Were the drain ever slower, the sleep ends within 1 ms anyway.
+ * sleeps. Were the drain ever slower, the sleep ends within a nap anyway
+ * (NX_CSEG_NAP_MIN_NS at first).
  * With nobody counted there is nothing to do (no read-modify-write on the
  * common path). */
 static void bell(nx_cseg_ctl *me) {
@@ -313,7 +314,8 @@ int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), 
   nx_ep *ep = nx_coll_client(k)->ep;
   int yield;
   uint64_t spin_ns = nx_ep_spin_ns(ep, &yield) + extra_ns, spin_until = 0, deadline = 0;
-  if (yield) gap_ns = 0; /* the yields space the looks */
+  uint64_t nap_ns = NX_CSEG_NAP_MIN_NS; /* the next sleep's bound (cseg.h) */
+  if (yield) gap_ns = 0;                /* the yields space the looks */
   for (uint32_t pass = 1;; pass++) {
     int spin = 1;
     uint64_t now = 0;
@@ -349,7 +351,7 @@ int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), 
         do
           nx_cpu_relax();
         while (gap_ns && nx_now_ns() - now < gap_ns);
-    } else { /* sleep on the doorbell of the rank we wait for (1 ms at most) */
+    } else { /* sleep on the doorbell of the rank we wait for (nap_ns at most) */
       nx_cseg_ctl *w = &s->ctl[who < s->n ? who : 0];
       atomic_fetch_add(&w->sleepers, 1); /* seq_cst: before pred's loads */
       /* the grace bell relies on: a store its writer made before it could
@@ -359,8 +361,10 @@ int nx_cseg_wait(nx_cseg *s, nx_coll *k, int (*pred)(void *arg, uint32_t *who), 
         yield ? sched_yield() : nx_cpu_relax();
       uint32_t g = atomic_load(&w->gen);
       if (!rc && !(rc = pred(arg, &who))) {
-        struct timespec ts = {0, 1000000};
-        futex(&w->gen, FUTEX_WAIT, g, &ts);
+        uint64_t left = deadline - NX_MIN(deadline, nx_now_ns()), nap = NX_MIN(nap_ns, left);
+        struct timespec ts = {(time_t)(nap / 1000000000ull), (long)(nap % 1000000000ull)};
+        if (futex(&w->gen, FUTEX_WAIT, g, &ts) && errno == ETIMEDOUT)
+          nap_ns = NX_MIN(2 * nap_ns, NX_CSEG_NAP_MAX_NS); /* nobody rang: look less often */
       }
       atomic_fetch_sub(&w->sleepers, 1);
       if (rc) return rc < 0 ? rc : 0;

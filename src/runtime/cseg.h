@@ -183,6 +183,14 @@ typedef struct nx_cseg_sig {
 /* How long a waiter that counted itself a sleeper keeps looking before it
  * sleeps (cseg.c, bell: the writers' stores are release, not seq_cst). */
 #define NX_CSEG_GRACE_NS 5000u
+/* A sleeper's bound (it then looks at failures, the deadline and the words
+ * again): NX_CSEG_NAP_MIN_NS at first, doubled after each that nobody's bell
+ * ended, up to NX_CSEG_NAP_MAX_NS. With more ranks than CPUs each bounded
+ * sleep that ends preempts a rank at work: at n = 8 on 2 CPUs the six ranks
+ * that wait out a ping-pong between the other two woke 1000 times a second
+ * each at a fixed 1 ms. */
+#define NX_CSEG_NAP_MIN_NS 1000000ull
+#define NX_CSEG_NAP_MAX_NS 64000000ull
 
 /* One line holds what a tiny broadcast needs: the sequence a reader polls,
  * the signature, the readers' bits and the first 32 bytes of data. The
