@@ -131,6 +131,13 @@ static inline size_t nx_cseg_rchunk(uint32_t n) {
   size_t b = nx_cseg_slot(n);
   return b < NX_CSEG_RCHUNK ? b : NX_CSEG_RCHUNK;
 }
+/* An all_reduce of this many bytes or more (a chunk's, where it runs in
+ * chunks) between three ranks or more reduces by shares
+ * (collective/segcoll.c, by_shares; README, design: harness all_reduce n =
+ * 8, 64 KiB 81-194 -> 40-116 us, 1 MiB 1.56-3.9 -> 0.45-0.52 ms). Below,
+ * the wait it adds would cost more than the n-fold reading of so few
+ * bytes (not measured). */
+#define NX_CSEG_SHARE_MIN (32u << 10)
 /* all_gather above a buffer runs in chunks up to this many buffers of a
  * rank's block, single copy above (collective/segcoll.c says why). */
 #define NX_CSEG_GATHER_CHUNKS 4u

@@ -642,10 +642,13 @@ static void segment(nexar_client *c, uint32_t me) {
   const size_t s2 = NX_CSEG_SINGLE_MIN2 / sizeof(int32_t);
   /* contributions up to NX_CSEG_INLINE bytes travel in the arrival's line */
   const size_t il = NX_CSEG_INLINE / sizeof(int32_t);
+  /* all_reduce by shares from three ranks on (segcoll.c, by_shares) */
+  const size_t sh = NX_CSEG_SHARE_MIN / sizeof(int32_t);
   const size_t counts[] = {
       0,        1,      red - 1,    red,        red + 1, slot / W - 1, slot / W, slot / W + 1,
       slot - 1, slot,   slot + 1,   s2 / W - 1, s2 / W,  s2 / W + 1,   s2 - 1,   s2,
-      s2 + 1,   il / W, il / W + 1, il - 1,     il,      il + 1,       3,        5};
+      s2 + 1,   il / W, il / W + 1, il - 1,     il,      il + 1,       3,        5,
+      sh - 1,   sh,     sh + 1,     sh + 17 * W};
   size_t maxc = ((slot > red ? slot : red) + 1) * W;
   int32_t *a = malloc(maxc * sizeof *a), *b = malloc(maxc * sizeof *b);
   int32_t nbv[64];
