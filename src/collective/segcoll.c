@@ -517,17 +517,6 @@ static void share_of(const nx_segop *o, uint32_t r, size_t *off, size_t *cnt) {
   *cnt = NX_MIN(per, count - *off);
 }
 
-/* Rank o->from reduced its share (by_shares). */
-static int share_done(void *arg, uint32_t *who) {
-  nx_segop *o = arg;
-  /* seq's word: its arrival, which we saw, published the zero before it */
-  if (atomic_load_explicit(&o->s->ctl[o->from].stream[o->seq & 1], memory_order_acquire)) return 1;
-  *who = o->from;
-  return 0;
-}
-
-static void reduce_all(const nx_segop *o, void *dst, size_t off, size_t count, int own);
-
 static int reduce_shares(nx_segop *o) {
   nx_job *j = o->j;
   uint32_t n = o->s->n, me = o->s->me;
@@ -539,11 +528,12 @@ static int reduce_shares(nx_segop *o) {
     memcpy(pbuf(o, me) + off * es, buf + off * es, cnt * es);
   }
   nx_cseg_stream(o->s, 0, o->seq, 1);
+  o->need = 1;
   for (uint32_t i = 1; i < n; i++) { /* the next rank's first: not all read one buffer at once */
     o->from = (me + i) % n;
     share_of(o, o->from, &off, &cnt);
     if (!cnt) continue;
-    int rc = nx_segop_wait(o, share_done, "its share of the reduction");
+    int rc = nx_segop_wait(o, nx_segop_written, "its share of the reduction");
     if (rc) return rc;
     memcpy(buf + off * es, pbuf(o, o->from) + off * es, cnt * es);
   }

@@ -20,8 +20,8 @@ typedef struct nx_segop {
   uint32_t next;     /* the first rank not yet seen */
   int cma;           /* single copy */
   int inl;           /* contributions inline in the arrivals (NX_CSEG_INLINE) */
-  uint32_t need;     /* streamed: pieces a wait waits for */
-  uint32_t from;     /* streamed: the rank whose pieces we read */
+  uint32_t need;     /* streamed: pieces a wait waits for (by shares: 1) */
+  uint32_t from;     /* streamed: the rank whose pieces (or share) we read */
   uint64_t extra_ns; /* the others' copies of their parts take this long */
   int extra_set;     /* extra_ns found (nx_segop_wait) */
   uint32_t looks;    /* a waiter's looks that found nothing (NX_CSEG_PAST_EVERY) */
@@ -49,6 +49,9 @@ int nx_segop_arrived(void *arg, uint32_t *who);
 /* A word of rank r that no rank following the protocol writes (what: an
  * impossible sequence, or way): r is dropped, PROTOCOL returned. */
 int nx_segop_impossible(const nx_segop *o, uint32_t r, const char *what);
+/* Predicate: rank o->from announced o->need in its stream word of o's
+ * parity (streamed: pieces it wrote; all_reduce by shares: 1, its share). */
+int nx_segop_written(void *arg, uint32_t *who);
 /* Single copy, once every rank arrived: read, say so, wait until every
  * rank has read ours. */
 int nx_segop_single_copy(nx_segop *o);

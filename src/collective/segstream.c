@@ -12,8 +12,7 @@
 #include "runtime/cseg.h"
 #include "runtime/engine.h"
 
-/* Streamed, reader: our writer (o->from) wrote o->need pieces. */
-static int piece_written(void *arg, uint32_t *who) {
+int nx_segop_written(void *arg, uint32_t *who) {
   nx_segop *o = arg;
   /* seq's count: its arrival, which we saw, published the zero before it */
   if (atomic_load_explicit(&o->s->ctl[o->from].stream[o->seq & 1], memory_order_acquire) >= o->need)
@@ -123,8 +122,8 @@ static int run_stream(nx_segop *o) {
       if (!checked++ && (rc = nx_segop_wait(o, nx_segop_arrived, "its arrival"))) return rc;
       o->need = c + 1;
       uint32_t who;
-      if (own.to && !piece_written(o, &who)) nx_own_step(&own, piece);
-      if ((rc = nx_segop_wait(o, piece_written, "its writer's next piece"))) return rc;
+      if (own.to && !nx_segop_written(o, &who)) nx_own_step(&own, piece);
+      if ((rc = nx_segop_wait(o, nx_segop_written, "its writer's next piece"))) return rc;
       memcpy(dst + off, theirs + (size_t)(c % ring) * piece, len);
       nx_cseg_stream(s, 1, o->seq, c + 1);
     }
