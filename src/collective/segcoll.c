@@ -505,6 +505,7 @@ static void reduce_all(const nx_segop *o, void *dst, size_t off, size_t count, i
  * else reads that part of its buffer) and says so in its stream word; then
  * it copies the others' shares as they come. Each rank reads the vector
  * about twice instead of n times. Pure, as nx_segcoll_published. */
+_Static_assert(NX_CSEG_INLINE < NX_CSEG_SHARE_MIN, "a reduction by shares is never inline");
 static int by_shares(const nx_job *j, uint32_t n) {
   return j->kind == NX_COLL_ALL_REDUCE && n >= 3 && j->count * j->es >= NX_CSEG_SHARE_MIN;
 }
@@ -657,7 +658,7 @@ static int run(nx_job *j, const nx_coll_sig *sig) {
     o.s->ctl[c->rank].arr[o.seq % NX_CSEG_RING].addr = (uint64_t)(uintptr_t)src;
   else if (pub)
     publish(&o, src, pub);
-  int shares = !o.inl && by_shares(j, c->size);
+  int shares = by_shares(j, c->size);
   if (shares) nx_cseg_stream_begin(o.s, o.seq); /* (published by the arrival) */
   nx_cseg_arrive(o.s, o.seq, &o.sig);
   if (j->seg_nowait) { /* its readers check our signature and set their bits */
