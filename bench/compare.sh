@@ -12,16 +12,22 @@
 # implementation on the same collective, one after the other (nexar first
 # in odd repetitions, last in even ones), for each world size and
 # repetition: machine noise hits all of them alike. Ranks are processes on
-# this host. Then nexar-perf measures the peak resident memory of one rank in
+# this host. Before each run bench/vmstate.c measures the state the VM is in
+# (a cache line's one-way time between two CPUs: this VM's same-host times
+# move 2-4x with it every few seconds, bench/states.c), so that ratio.md
+# shows which repetitions met which state. Then nexar-perf measures the peak resident memory of one rank in
 # a 256 MiB allreduce, and bench/plot.py writes medians over repetitions,
 # the ratio table (nexar / peer) and the chart.
 #
 # Outputs in $OUT (default bench/results): compare.csv (every row of every
-# run), memory.csv, medians.csv, ratio.md, ratio.png, env.txt.
+# run), vmstate.csv (the state before each run), memory.csv, medians.csv,
+# ratio.md, ratio.png, env.txt.
 #
 # Knobs (environment, defaults in brackets; --quick changes the marked ones):
 #   NPS ["2 4 8"]             world sizes
-#   REPS [3; quick 2]         repetitions (the tables show medians)
+#   REPS [5; quick 2]         repetitions (the tables show medians: with 5,
+#                             a library's median meets the VM's slow state
+#                             only if 3 of its 5 runs did)
 #   COLLS ["allreduce barrier broadcast allgather reduce_scatter alltoall pingpong";
 #         quick "allreduce barrier"]
 #   MAXSZ [64M]               largest size (harness: 8, 16, then powers of 4)
@@ -47,7 +53,7 @@ done
 if ((QUICK)); then
   : "${REPS:=2}" "${COLLS:=allreduce barrier}" "${BUDGET:=0.03}" "${RUN_TIMEOUT:=120}"
 fi
-: "${NPS:=2 4 8}" "${REPS:=3}"
+: "${NPS:=2 4 8}" "${REPS:=5}"
 : "${COLLS:=allreduce barrier broadcast allgather reduce_scatter alltoall pingpong}"
 : "${MAXSZ:=64M}" "${BUDGET:=0.1}" "${PEERS:=ompi-tcp gloo}" "${MEM_SIZE=256M}"
 : "${RUN_TIMEOUT:=300}" "${NEXAR_BUILD:=$ROOT/build-bench}"
@@ -70,8 +76,8 @@ say "building libnexar in $NEXAR_BUILD"
 if [[ ! -f $NEXAR_BUILD/CMakeCache.txt ]]; then
   cmake -S "$ROOT" -B "$NEXAR_BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null || exit 1
 fi
-cmake --build "$NEXAR_BUILD" -j"$(nproc)" --target nexar nexar-perf shm_floor >/dev/null || exit 1
-PERF=$NEXAR_BUILD/tools/nexar-perf
+cmake --build "$NEXAR_BUILD" -j"$(nproc)" --target nexar nexar-perf shm_floor vmstate >/dev/null || exit 1
+PERF=$NEXAR_BUILD/tools/nexar-perf VMSTATE=$NEXAR_BUILD/bench/vmstate
 
 # ---- the harness, in a scratch copy -----------------------------------------
 SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/nexar-compare.XXXXXX")
@@ -107,7 +113,9 @@ for p in $PEERS; do
 done
 
 CSV=$OUT/compare.csv MEM=$OUT/memory.csv FAIL=$OUT/failures.txt MCP=$OUT/memcpy.csv
+VMS=$OUT/vmstate.csv
 rm -f "$CSV" "$MEM" "$FAIL" "$MCP"
+echo "label,impl,nranks,coll,oneway_ns,after_ns" >"$VMS"
 # the physical limit the large sizes are judged against, measured in this run
 if make -s -C "$H" build/memcpy_bw >"$LOGS/build-memcpy.log" 2>&1; then
   say "memcpy bandwidth (one thread)"
@@ -166,9 +174,11 @@ for ((rep = 1; rep <= REPS; rep++)); do
         log=$LOGS/$impl-n$np.log
         echo "+ ${CMD[*]} -e $MAXSZ -t $BUDGET -l rep$rep -c $coll" >>"$log"
         runs=$((runs + 1))
+        before=$("$VMSTATE")
         timeout -k 10 "$RUN_TIMEOUT" "${CMD[@]}" -e "$MAXSZ" -t "$BUDGET" -o "$CSV" -l "rep$rep" \
           -c "$coll" >>"$log" 2>&1
         rc=$?
+        echo "rep$rep,$impl,$np,$coll,$before,$("$VMSTATE")" >>"$VMS"
         if ((rc != 0)); then
           fails=$((fails + 1))
           echo "rep$rep $impl n=$np $coll: rc=$rc$( ((rc == 124)) && echo ' (timeout)')" |
@@ -252,6 +262,32 @@ if [[ -s $MCP ]]; then
     fi
   } >>"$OUT/ratio.md"
 fi
+# which state each run met (vmstate.csv), beside the ratios
+python3 - "$VMS" >>"$OUT/ratio.md" <<'PY' || exit 1
+import csv, sys
+SLOW = 150  # ns one way: this VM's fast states are ~20 and ~50 ns, its slow one ~250
+def state(ns):
+    return "?" if not ns.isdigit() else "S" if int(ns) >= SLOW else "f"
+def run(r):  # f: fast before and after; S: slow; f>S or S>f: it changed
+    a, b = state(r["oneway_ns"]), state(r["after_ns"])
+    return a if a == b else a + ">" + b
+runs, impls = {}, []
+for r in csv.DictReader(open(sys.argv[1])):
+    runs.setdefault((int(r["nranks"]), r["coll"]), {}).setdefault(r["impl"], []).append(run(r))
+    if r["impl"] not in impls:
+        impls.append(r["impl"])
+print("\n## The VM's state at each run\n")
+print("Per run, repetitions in order: f if a cache line's one-way time between two "
+      "CPUs (bench/vmstate.c) was fast just before the run and just after it, S if it "
+      "was slow (%d ns or more: every library's same-host times are 2-4x longer then), "
+      "f>S or S>f if the state changed during the run (vmstate.csv has the times). A "
+      "ratio between a median run in the slow state and one in a fast state compares "
+      "the states, not the libraries.\n" % SLOW)
+print("| n | collective | " + " | ".join(impls) + " |")
+print("|---|---|" + "---|" * len(impls))
+for (n, coll), m in sorted(runs.items()):
+    print("| %d | %s | %s |" % (n, coll, " | ".join(" ".join(m.get(i, [])) for i in impls)))
+PY
 say "done: $OUT/ratio.md $OUT/ratio.png"
 ((KEEP)) && echo "scratch kept: $H (logs in $LOGS)"
 [[ -s $FAIL ]] && { echo "some runs failed:"; cat "$FAIL"; }
