@@ -196,7 +196,7 @@ int nx_segcoll_eligible(const nx_job *j) {
 int nx_segcoll_either(const nx_job *j) {
   nx_cseg *s = j->c->cseg;
   if (!s->cma) return 0;
-  if (j->seg == NX_SEG_STREAM) return j->c->size == 2;
+  if (j->seg == NX_SEG_STREAM) return j->c->size == 2 || j->kind == NX_COLL_BROADCAST;
   return j->seg == NX_SEG_BUFFERS &&
          (j->kind == NX_COLL_ALL_GATHER || j->kind == NX_COLL_ALL_TO_ALL) &&
          nx_segcoll_published(j, j->c->size, 1) >= NX_SEG_EITHER_MIN;
@@ -208,7 +208,7 @@ uint32_t nx_segcoll_decider(const nx_job *j) {
     return j->root;
   case NX_COLL_SCATTER:
   case NX_COLL_BROADCAST:
-    return j->root ^ 1;
+    return (j->root + 1) % j->c->size;
   default:
     return 0;
   }

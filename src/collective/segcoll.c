@@ -240,7 +240,7 @@ uint64_t nx_segop_pick(nx_segop *o) {
   int f = nx_segcoll_force_way; /* (tests) */
   o->sig.how = (uint8_t)(f == 0 || f == 1 ? f
                          : f == 2         ? (int)(o->seq & 1)
-                                          : nx_pick_way(&o->s->pick, o->j->count * o->j->es));
+                                          : nx_pick_way(&o->s->pick[o->j->kind], o->j->count * o->j->es));
   return nx_now_ns();
 }
 
@@ -256,7 +256,7 @@ int nx_segop_learn(nx_segop *o) {
 }
 
 void nx_segop_measured(nx_segop *o, uint64_t t0) {
-  if (t0) nx_pick_done(&o->s->pick, o->j->count * o->j->es, o->sig.how, nx_now_ns() - t0);
+  if (t0) nx_pick_done(&o->s->pick[o->j->kind], o->j->count * o->j->es, o->sig.how, nx_now_ns() - t0);
 }
 
 static int drained(void *arg, uint32_t *who) {
@@ -582,14 +582,26 @@ static void compute(const nx_segop *o) {
   }
 }
 
+/* Does another rank read ours in a single copy? Not a broadcast's or a
+ * scatter's readers' buffers, nor a gather's root's. */
+static int read_by_others(const nx_segop *o) {
+  const nx_job *j = o->j;
+  if (j->kind == NX_COLL_BROADCAST || j->kind == NX_COLL_SCATTER) return o->s->me == j->root;
+  return j->kind != NX_COLL_GATHER || o->s->me != j->root;
+}
+
 /* Single copy, once every rank arrived with matching signatures: read,
- * say so, then wait until every rank has read ours (the caller may reuse
- * its buffers once we return). A rank that fails here never says it left:
- * the others hear its failure instead of returning. */
+ * say so, then, if others read ours, wait until every rank has (the caller
+ * may reuse its buffers once we return). A reader that nobody reads
+ * returns at once: the time a deciding reader measures (nx_segop_measured)
+ * is then its own transfer's, as it is streamed, not the slowest
+ * reader's. A rank that fails here never says it left: the others hear
+ * its failure instead of returning. */
 int nx_segop_single_copy(nx_segop *o) {
   int rc = o->j->count ? read_all(o) : 0;
   if (rc) return rc;
   nx_cseg_leave(o->s, o->seq);
+  if (!read_by_others(o)) return 0;
   o->next = 0;
   return nx_segop_wait(o, all_left, "it to finish reading");
 }

@@ -91,6 +91,7 @@
 #include <sys/types.h>
 
 #include "proto/pick.h"
+#include "runtime/coll_port.h"
 #include "runtime/comm.h"
 
 /* Data bytes per rank and parity: 1 MiB, less from 16 ranks on so that a
@@ -265,7 +266,9 @@ typedef struct nx_cseg {
   uint64_t bheld[NX_CSEG_BDEPTH]; /* our entry i holds this broadcast + 1 (0 none) */
   uint64_t min_entered;           /* the least entered of the others, last read */
   int cma;                        /* every rank may read every other's memory (process_vm_readv) */
-  nx_pick pick;                   /* the two-rank copies' ways, measured where this rank decides */
+  /* the ways of the jobs that choose (nx_segcoll_either), by kind: each
+   * kind's two ways cost differently; measured where this rank decides */
+  nx_pick pick[NX_COLL_LAST + 1];
   pid_t *pid;                     /* process of each rank, as its lane proved it (cma only) */
   size_t backed;                  /* bytes of each data buffer mapped in here (nx_cseg_back) */
 } nx_cseg;

@@ -348,9 +348,9 @@ static void bcast_ring(nexar_client *c, uint32_t me) {
  * the message path (non-blocking). */
 /* The collective just finished streamed on this rank: what it wrote (how 0)
  * or read (2), or both (1), is its last piece in its words of the
- * collective's parity. Between two ranks it may have taken single copy
- * instead (collective/segchoice.c, nx_segcoll_either), as rank dec said in
- * its arrival: then it said it left (read all), and streamed nothing. A
+ * collective's parity. It may have taken single copy instead (a broadcast,
+ * or between two ranks: collective/segchoice.c, nx_segcoll_either), as
+ * rank dec said in its arrival: then it said it left (read all), and streamed nothing. A
  * way the test forces (nx_segcoll_force_way) is the way said. */
 static void stream_check(nexar_client *c, uint32_t me, int how, uint32_t pieces, uint32_t dec,
                          const char *what) {
@@ -358,7 +358,7 @@ static void stream_check(nexar_client *c, uint32_t me, int how, uint32_t pieces,
   nx_cseg_ctl *mine = &c->cseg->ctl[me];
   uint64_t w = atomic_load(&mine->stream[seq & 1]);
   uint64_t r = atomic_load(&mine->sread[seq & 1]);
-  int way = W == 2 ? c->cseg->ctl[dec].arr[seq % NX_CSEG_RING].sig.how : 0;
+  int way = c->cseg->ctl[dec].arr[seq % NX_CSEG_RING].sig.how;
   int f = nx_segcoll_force_way;
   if ((f == 0 || f == 1) && way != f)
     FAIL("%s took way %d, forced %d (#%llu)", what, way, f, (unsigned long long)seq);
@@ -399,8 +399,8 @@ static void stream_ways(nexar_client *c, uint32_t me) {
       for (size_t i = 0; i < n; i++)
         if (b[i] != (uint8_t)(i * 13 + k + root))
           FAIL("streamed broadcast of %zu from %u: byte %zu", n, root, i);
-      stream_check(c, me, me == root ? 0 : 2, (uint32_t)((n + piece - 1) / piece), root ^ 1,
-                   "broadcast");
+      stream_check(c, me, me == root ? 0 : 2, (uint32_t)((n + piece - 1) / piece),
+                   (root + 1) % W, "broadcast");
     }
   /* two ranks: all_gather (also in place), all_to_all, gather and scatter
    * stream each rank's part through its own buffer, both ways at once */
@@ -573,7 +573,7 @@ static void stream_colls(nexar_client *c, uint32_t me) {
     pthread_barrier_wait(&g_bar);
     if (me == 0) nx_segcoll_force_way = ways[k];
     pthread_barrier_wait(&g_bar);
-    if (W == 2 || ways[k] < 0) stream_ways(c, me);
+    stream_ways(c, me);
     if (W > 2) copy_ways(c, me);
   }
 }
