@@ -399,8 +399,8 @@ static void stream_ways(nexar_client *c, uint32_t me) {
       for (size_t i = 0; i < n; i++)
         if (b[i] != (uint8_t)(i * 13 + k + root))
           FAIL("streamed broadcast of %zu from %u: byte %zu", n, root, i);
-      stream_check(c, me, me == root ? 0 : 2, (uint32_t)((n + piece - 1) / piece),
-                   (root + 1) % W, "broadcast");
+      stream_check(c, me, me == root ? 0 : 2, (uint32_t)((n + piece - 1) / piece), (root + 1) % W,
+                   "broadcast");
     }
   /* two ranks: all_gather (also in place), all_to_all, gather and scatter
    * stream each rank's part through its own buffer, both ways at once */
