@@ -269,8 +269,8 @@ typedef struct nx_cseg {
   /* the ways of the jobs that choose (nx_segcoll_either), by kind: each
    * kind's two ways cost differently; measured where this rank decides */
   nx_pick pick[NX_COLL_LAST + 1];
-  pid_t *pid;                     /* process of each rank, as its lane proved it (cma only) */
-  size_t backed;                  /* bytes of each data buffer mapped in here (nx_cseg_back) */
+  pid_t *pid;    /* process of each rank, as its lane proved it (cma only) */
+  size_t backed; /* bytes of each data buffer mapped in here (nx_cseg_back) */
 } nx_cseg;
 
 /* Maps in now, in this process, the first `bytes` of every rank's two data
