@@ -240,7 +240,7 @@ uint64_t nx_segop_pick(nx_segop *o) {
   int f = nx_segcoll_force_way; /* (tests) */
   o->sig.how = (uint8_t)(f == 0 || f == 1 ? f
                          : f == 2         ? (int)(o->seq & 1)
-                                          : nx_pick_way(&o->s->pick[o->j->kind], o->j->count * o->j->es));
+                                  : nx_pick_way(&o->s->pick[o->j->kind], o->j->count * o->j->es));
   return nx_now_ns();
 }
 
@@ -256,7 +256,8 @@ int nx_segop_learn(nx_segop *o) {
 }
 
 void nx_segop_measured(nx_segop *o, uint64_t t0) {
-  if (t0) nx_pick_done(&o->s->pick[o->j->kind], o->j->count * o->j->es, o->sig.how, nx_now_ns() - t0);
+  if (t0)
+    nx_pick_done(&o->s->pick[o->j->kind], o->j->count * o->j->es, o->sig.how, nx_now_ns() - t0);
 }
 
 static int drained(void *arg, uint32_t *who) {
