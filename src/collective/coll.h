@@ -207,8 +207,9 @@ enum {
                     * buffers */
   NX_SEG_BCAST,    /* a small broadcast through its root's ring (cseg.h) */
   NX_SEG_STREAM,   /* streamed through its writers' buffers (segchoice.c, streamed);
-                    * between two ranks the copies may take single copy instead,
-                    * call by call (nx_segcoll_either) */
+                    * between two ranks the copies, and a broadcast between any,
+                    * may take single copy instead, call by call
+                    * (nx_segcoll_either) */
 };
 /* Pure (every rank of a well-formed call chooses the same); the caller keeps
  * the answer in j->seg. (segchoice.c) */
@@ -230,13 +231,14 @@ int nx_segcoll_nowait(const nx_job *j);
  * so alike on every rank. Pure. */
 int nx_segcoll_inline(const nx_job *j);
 /* Does j choose at run time between its way and single copy (single copy
- * allowed; a streamed job of two ranks, or an all_gather or all_to_all
+ * allowed; a streamed job of two ranks, a streamed broadcast, or an all_gather or all_to_all
  * through the buffers from NX_SEG_EITHER_MIN published)? Then
  * nx_segcoll_decider's rank picks the way by the times it measured
  * (proto/pick.h) and says which in its arrival. Pure. */
 int nx_segcoll_either(const nx_job *j);
-/* The rank that decides for such a job: one that reads the other's data,
- * so its time is the whole transfer's. Pure. */
+/* The rank that decides for such a job: one that reads the others' data
+ * (a rooted job's: the rank after the root), so its time is its whole
+ * transfer's. Pure. */
 uint32_t nx_segcoll_decider(const nx_job *j);
 /* Tests only: the way such jobs take, -1 measured (the default), 0
  * streamed, 1 single copy, 2 each in turn. Read by the deciding rank alone. */

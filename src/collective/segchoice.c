@@ -171,7 +171,8 @@ int nx_segcoll_eligible(const nx_job *j) {
   return !reduces || reads <= NX_CSEG_REDUCE_MAX ? NX_SEG_BUFFERS : NX_SEG_NONE;
 }
 
-/* Between two ranks, the streamed copies (and broadcast) may read by
+/* Between two ranks, the streamed copies (and a streamed broadcast between
+ * any number: README, design, shared-memory segment) may read by
  * single copy instead: which is faster depends on where the two CPUs are
  * at the moment, so the decider measures both (proto/pick.h). This VM, 2
  * vCPUs of an AMD EPYC, has two such states, and a process keeps its

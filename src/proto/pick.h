@@ -1,5 +1,5 @@
 /* Choosing between two ways of doing the same thing by the times they
- * took, per size class: a collective between two ranks on one host either
+ * took, per size class: a collective between ranks on one host either
  * streams through a shared buffer or is read by single copy
  * (collective/segchoice.c, nx_segcoll_either), and which is faster depends
  * on where the hypervisor put the two CPUs at the moment: streaming took

@@ -350,8 +350,9 @@ static void bcast_ring(nexar_client *c, uint32_t me) {
  * or read (2), or both (1), is its last piece in its words of the
  * collective's parity. It may have taken single copy instead (a broadcast,
  * or between two ranks: collective/segchoice.c, nx_segcoll_either), as
- * rank dec said in its arrival: then it said it left (read all), and streamed nothing. A
- * way the test forces (nx_segcoll_force_way) is the way said. */
+ * rank dec said in its arrival: then it said it left (read all), and
+ * streamed nothing. A way the test forces (nx_segcoll_force_way) is the
+ * way said. */
 static void stream_check(nexar_client *c, uint32_t me, int how, uint32_t pieces, uint32_t dec,
                          const char *what) {
   uint64_t seq = atomic_load(&c->next_seq) - 1;
