@@ -12,15 +12,16 @@
 # implementation on the same collective, one after the other (nexar first
 # in odd repetitions, last in even ones), for each world size and
 # repetition: machine noise hits all of them alike. Ranks are processes on
-# this host. Before each run bench/vmstate.c measures the state the VM is in
-# (a cache line's one-way time between two CPUs: this VM's same-host times
-# move 2-4x with it every few seconds, bench/states.c), so that ratio.md
-# shows which repetitions met which state. Then nexar-perf measures the peak resident memory of one rank in
-# a 256 MiB allreduce, and bench/plot.py writes medians over repetitions,
-# the ratio table (nexar / peer) and the chart.
+# this host. Before and after each run bench/vmstate.c measures the state
+# the VM is in (a cache line's one-way time between two CPUs: this VM's
+# same-host times move 2-4x with it every few seconds, bench/states.c), so
+# that ratio.md shows which repetitions met which state. Then nexar-perf
+# measures the peak resident memory of one rank in a 256 MiB allreduce, and
+# bench/plot.py writes medians over repetitions, the ratio table (nexar /
+# peer) and the chart.
 #
 # Outputs in $OUT (default bench/results): compare.csv (every row of every
-# run), vmstate.csv (the state before each run), memory.csv, medians.csv,
+# run), vmstate.csv (the state before and after each run), memory.csv, medians.csv,
 # ratio.md, ratio.png, env.txt.
 #
 # Knobs (environment, defaults in brackets; --quick changes the marked ones):
