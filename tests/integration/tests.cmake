@@ -275,11 +275,19 @@ endforeach()
 # END sparse
 # Same-host shared-memory rings (issue 15): order across sizes and paths,
 # collectives, forged ring records (integration/shm_test.c).
+# Nine ranks as threads under ThreadSanitizer take about 60 s alone on two
+# cores and twice that beside another test (CI runs two at once): a
+# sanitizer build gives these three times the time.
+set(nx_shm_timeout 120)
+if(NEXAR_TSAN OR NEXAR_ASAN)
+  set(nx_shm_timeout 360)
+endif()
 foreach(args "2;1" "3;0" "6;-1" "9;-1")
   list(GET args 0 w)
   list(GET args 1 forge)
   add_test(NAME integration.shm.world${w} COMMAND shm_test ${w} ${forge})
-  set_tests_properties(integration.shm.world${w} PROPERTIES TIMEOUT 120 LABELS "integration")
+  set_tests_properties(integration.shm.world${w} PROPERTIES TIMEOUT ${nx_shm_timeout}
+                       LABELS "integration")
 endforeach()
 # The rings between processes: order and collectives (4 ranks), a writer
 # SIGKILLed mid-write (PEER_LOST in bound), a third process forging records
