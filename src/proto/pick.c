@@ -14,12 +14,20 @@ static nx_pick_class *class_of(nx_pick *p, uint64_t bytes) {
   return &p->c[k];
 }
 
+static int try_way(nx_pick_class *c, int w) {
+  c->tway = (uint8_t)w;
+  c->tleft = NX_PICK_TRY;
+  c->tmin = UINT64_MAX;
+  return w;
+}
+
 int nx_pick_way(nx_pick *p, uint64_t bytes) {
   nx_pick_class *c = class_of(p, bytes);
-  if (!c->est[0] || !c->est[1]) return c->est[0] ? 1 : 0;
+  if (c->tleft) return c->tway;
+  if (!c->est[0] || !c->est[1]) return try_way(c, c->est[0] ? 1 : 0);
   if (++c->since < c->every) return c->best;
   c->since = 0;
-  return !c->best;
+  return try_way(c, !c->best);
 }
 
 void nx_pick_done(nx_pick *p, uint64_t bytes, int way, uint64_t ns) {
@@ -30,6 +38,11 @@ void nx_pick_done(nx_pick *p, uint64_t bytes, int way, uint64_t ns) {
   const uint64_t hour = 3600ull * 1000000000ull;
   uint64_t r = (ns < hour ? ns : hour) * (1ull << 20) / (bytes ? bytes : 1);
   r = r ? r : 1;
+  if (c->tleft && w == c->tway) { /* a try's call: the fastest counts, at its end */
+    c->tmin = r < c->tmin ? r : c->tmin;
+    if (--c->tleft) return;
+    r = c->tmin;
+  }
   int first = !c->est[w];
   if (first || !c->est[!w] || w != c->best) {
     /* a first measurement, or a try: what the way takes now, whatever it

@@ -9,10 +9,16 @@
  * Each class keeps a smoothed time per MiB for each way. It takes the way
  * whose time is lower and tries the other after NX_PICK_EVERY_MIN of its
  * calls; each try that loses doubles that wait, up to NX_PICK_EVERY_MAX,
- * so a loser costs little. A change of the machine that slows the way
- * taken is found within a few calls (its time passes the other's); one
- * that speeds up the other way, at its next try (NX_PICK_EVERY_MAX calls
- * at most).
+ * so a loser costs little. A try (and a way's first measurement) is
+ * NX_PICK_TRY calls in a row, and counts the fastest: the first call after
+ * a change of way pays for the change (the other rank still finishing the
+ * last call the other way, buffers cold in this way's caches), which a
+ * way taken for a while does not. One call each, the harness's all_gather
+ * of 256 KiB between two processes measured single copy's tries at 24-44
+ * us (median 31) against streaming's 20-22, and stayed streamed in most
+ * runs, though single copy taken for a whole run took 15-18. A change of the machine that slows the
+ * way taken is found within a few calls (its time passes the other's); one that speeds up the other
+ * way, at its next try (NX_PICK_EVERY_MAX calls at most).
  *
  * Pure: the caller measures and reports. Not thread-safe: one thread at a
  * time uses a given nx_pick. */
@@ -26,12 +32,16 @@
 #define NX_PICK_CLASSES 16u
 #define NX_PICK_EVERY_MIN 16u
 #define NX_PICK_EVERY_MAX 1024u
+#define NX_PICK_TRY 2u
 
 typedef struct nx_pick_class {
   uint64_t est[2]; /* smoothed ns per MiB of each way; 0: not measured yet */
   uint32_t since;  /* calls since the other way was last tried */
   uint32_t every;  /* try the other way after this many calls */
+  uint64_t tmin;   /* a try: the fastest of its calls so far (ns per MiB) */
   uint8_t best;    /* the way taken */
+  uint8_t tway;    /* a try: its way */
+  uint8_t tleft;   /* a try: its calls still to come (0: none going on) */
 } nx_pick_class;
 
 typedef struct nx_pick {
@@ -40,8 +50,8 @@ typedef struct nx_pick {
 
 /* An nx_pick that has measured nothing (as zeroed memory is, too). */
 void nx_pick_init(nx_pick *p);
-/* The way (0 or 1) to take for a call of `bytes`: each way once first,
- * then the faster, and the other at times. */
+/* The way (0 or 1) to take for a call of `bytes`: each way NX_PICK_TRY
+ * times first, then the faster, and the other at times. */
 int nx_pick_way(nx_pick *p, uint64_t bytes);
 /* A call of `bytes` taken `way` took ns. */
 void nx_pick_done(nx_pick *p, uint64_t bytes, int way, uint64_t ns);
