@@ -11,14 +11,18 @@
  * calls; each try that loses doubles that wait, up to NX_PICK_EVERY_MAX,
  * so a loser costs little. A try (and a way's first measurement) is
  * NX_PICK_TRY calls in a row, and counts the fastest: the first call after
- * a change of way pays for the change (the other rank still finishing the
- * last call the other way, buffers cold in this way's caches), which a
- * way taken for a while does not. One call each, the harness's all_gather
- * of 256 KiB between two processes measured single copy's tries at 24-44
- * us (median 31) against streaming's 20-22, and stayed streamed in most
- * runs, though single copy taken for a whole run took 15-18. A change of the machine that slows the
- * way taken is found within a few calls (its time passes the other's); one that speeds up the other
- * way, at its next try (NX_PICK_EVERY_MAX calls at most).
+ * a change of way pays for the change, which a way taken for a while does
+ * not (presumably the other rank still finishing its last call the other
+ * way, and this way's buffers cold in the caches; measured, not proven).
+ * One call each, the harness's all_gather of 256 KiB between two processes
+ * measured single copy's tries at 24-44 us (median 31) against streaming's
+ * 20-22, and stayed streamed in most runs, though single copy taken for a
+ * whole run took 15-18. Calls that overlap (a way asked for again before
+ * the last call's time is told, as rendezvous sends do) take the try's way
+ * until NX_PICK_TRY of them are told. A change of the machine that slows
+ * the way taken is found within a few calls (its time passes the other's);
+ * one that speeds up the other way, at its next try (NX_PICK_EVERY_MAX
+ * calls at most).
  *
  * Pure: the caller measures and reports. Not thread-safe: one thread at a
  * time uses a given nx_pick. */

@@ -1,9 +1,10 @@
 /* proto/pick: choosing between two ways by their measured times. Simulated
  * calls whose ways cost fixed times (plus, where said, outliers):
- * - each way is measured first (a try of NX_PICK_TRY calls), then the faster is taken, and the
- *   slower tried at most every NX_PICK_EVERY_MIN calls, less often as its
- *   tries keep losing (at most one in NX_PICK_EVERY_MIN over the run, and
- *   one in NX_PICK_EVERY_MAX once settled);
+ * - each way is measured first (a try of NX_PICK_TRY calls), then the
+ *   faster is taken, and the slower tried at most every NX_PICK_EVERY_MIN
+ *   calls, less often as its tries keep losing (at most one in
+ *   NX_PICK_EVERY_MIN over the run, and one in NX_PICK_EVERY_MAX once
+ *   settled);
  * - when the costs swap (the machine changed), the new faster way is taken
  *   within NX_PICK_EVERY_MAX + a few calls;
  * - a slow first measurement (page faults) is outgrown within
@@ -96,10 +97,10 @@ static void slow_first(void) {
   CHECK(ones <= 1000 / NX_PICK_EVERY_MIN, "way 1 still taken %u of 1000 calls", ones);
 }
 
-/* The first call after a change of way pays for the change (collective/
- * segstream.c: the other rank still finishing the last call, caches cold),
- * as large as the difference between the ways: a try of one call measured
- * only that, and the faster way once behind stayed behind. */
+/* The first call after a change of way pays for the change (pick.h: the
+ * harness's all_gather of 256 KiB), here as much as the difference between
+ * the ways: a try of one call measured only that, and the faster way, once
+ * behind, stayed behind. */
 static void switch_cost(void) {
   for (int slower = 0; slower < 2; slower++) {
     nx_pick p;
