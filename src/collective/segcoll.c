@@ -28,6 +28,7 @@
 #include "collective/algo.h"
 #include "collective/coll.h"
 #include "collective/segop.h"
+#include "core/copy.h"
 #include "proto/pick.h"
 #include "reduce/reduce.h"
 #include "runtime/comm.h"
@@ -406,7 +407,10 @@ nx_own_part nx_segop_own_parts(const nx_segop *o) {
 /* Up to `most` more bytes of w (all that is left: SIZE_MAX). */
 void nx_own_step(nx_own_part *w, size_t most) {
   size_t l = NX_MIN(most, w->len - w->done);
-  memcpy(w->to + w->done, w->from + w->done, l);
+  if (w->nt)
+    nx_copy_nt(w->to + w->done, w->from + w->done, l);
+  else
+    memcpy(w->to + w->done, w->from + w->done, l);
   w->done += l;
 }
 

@@ -38,6 +38,7 @@ typedef struct {
   const uint8_t *from;
   uint8_t *to;
   size_t len, done;
+  int nt; /* copied with non-temporal stores (NX_CSEG_NT_MIN) */
 } nx_own_part;
 
 /* Waits for pred on o (nx_cseg_wait), polling through the copy time of

@@ -9,6 +9,7 @@
 
 #include "collective/coll.h"
 #include "collective/segop.h"
+#include "core/copy.h"
 #include "proto/pick.h"
 #include "runtime/cseg.h"
 #include "runtime/engine.h"
@@ -100,6 +101,10 @@ static int run_stream(nx_segop *o) {
   theirs = nx_cseg_buf(s, o->from, o->seq);
   int checked = 0, rc = 0;
   nx_own_part own = src && dst ? nx_segop_own_parts(o) : (nx_own_part){0};
+  /* a large block's copies out go around the cache (NX_CSEG_NT_MIN); an
+   * all_gather's own block then goes with each piece written, read once */
+  int nt = blk >= NX_CSEG_NT_MIN, fused = nt && own.to && own.from == src;
+  own.nt = nt;
   o->extra_ns = nx_spin_for_bytes(piece);
   o->extra_set = 1;
   /* writing and reading: half the ring ahead of what it reads */
@@ -115,6 +120,7 @@ static int run_stream(nx_segop *o) {
         if ((rc = nx_segop_wait(o, pieces_read, "it to read a piece"))) return rc;
       }
       memcpy(mine + (size_t)(wrote % ring) * piece, src + off, len);
+      if (fused) nx_own_step(&own, len);
       nx_cseg_stream(s, 0, o->seq, wrote + 1);
     }
     if (dst && c < pieces) {
@@ -123,9 +129,12 @@ static int run_stream(nx_segop *o) {
       if (!checked++ && (rc = nx_segop_wait(o, nx_segop_arrived, "its arrival"))) return rc;
       o->need = c + 1;
       uint32_t who;
-      if (own.to && !nx_segop_written(o, &who)) nx_own_step(&own, piece);
+      if (own.to && !fused && !nx_segop_written(o, &who)) nx_own_step(&own, piece);
       if ((rc = nx_segop_wait(o, nx_segop_written, "its writer's next piece"))) return rc;
-      memcpy(dst + off, theirs + (size_t)(c % ring) * piece, len);
+      if (nt)
+        nx_copy_nt(dst + off, theirs + (size_t)(c % ring) * piece, len);
+      else
+        memcpy(dst + off, theirs + (size_t)(c % ring) * piece, len);
       nx_cseg_stream(s, 1, o->seq, c + 1);
     }
     if (!dst && wrote >= pieces) break;

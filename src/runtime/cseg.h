@@ -313,6 +313,23 @@ void nx_cseg_back(nx_cseg *s, size_t bytes);
  * readers copy at once, a piece apart, the piece still in cache. */
 #define NX_CSEG_PIECE (64u << 10)
 _Static_assert(NX_CSEG_PIECE <= (64u << 10), "a buffer (nx_cseg_slot) holds a piece at least");
+/* From this many bytes of a streamed block, what its readers copy out of
+ * the ring goes to its destination with non-temporal stores (core/copy.h),
+ * and an all_gather's own block with them, copied as each piece is written
+ * into the ring, from the same cache lines: such destinations do not stay
+ * in cache, and the line reads of plain stores cost memory bandwidth both
+ * ranks share. Harness, n = 2, 5 alternating runs with the plain copies
+ * (the VM in its slower states, a line 70-450 ns from one vCPU to the
+ * other): broadcast 16 MiB 2.29-3.17 -> 1.46-2.04 ms, 64 MiB median 11.5
+ * -> 8.1; all_to_all 64 MiB median 15.9 -> 12.3; all_gather 32 MiB 7.5-8.8
+ * -> 5.5-7.4, 64 MiB 15.1-17.5 -> 10.3-12.1 ms (Open MPI's default
+ * 15.1-18.8; streaming itself read 10.9-16.8 in other runs). Streamed calls
+ * alone (the way forced), 64 MiB: 31-36 ms -> 8-18. Below, the
+ * destination stays in cache between calls, and non-temporal stores evict
+ * it: all_gather 2 MiB in all 125-191 -> 184-233 us, 4 MiB 308-436 ->
+ * 335-554 (blocks of 1 and 2 MiB); a broadcast of 4 MiB was within noise
+ * (197-459 -> 217-378 us). */
+#define NX_CSEG_NT_MIN (4u << 20)
 /* Streamed above this many bytes a rank sends (the buffers below). */
 #define NX_CSEG_STREAM_MIN (16u << 10)
 /* A scatter's block streams up to this many bytes (segchoice.c says why). */

@@ -379,6 +379,8 @@ static void stream_check(nexar_client *c, uint32_t me, int how, uint32_t pieces,
 
 static void stream_ways(nexar_client *c, uint32_t me, int all_roots) {
   const size_t piece = NX_CSEG_PIECE, ring = nx_cseg_slot(W) / piece;
+  /* a block the readers copy out with non-temporal stores (NX_CSEG_NT_MIN) */
+  const size_t nt = NX_CSEG_NT_MIN + 12345, most = NX_MAX(3 * ring * piece + 12345, nt);
   const size_t sizes[] = {NX_CSEG_STREAM_MIN + 1,
                           piece - 1,
                           piece,
@@ -386,12 +388,13 @@ static void stream_ways(nexar_client *c, uint32_t me, int all_roots) {
                           ring * piece - 1,
                           ring * piece,
                           ring * piece + 1,
-                          3 * ring * piece + 12345};
-  const size_t most = 3 * ring * piece + 12345;
+                          3 * ring * piece + 12345,
+                          nt};
   uint8_t *b = malloc(most + piece);
   int32_t a[4] = {0};
   if (!b) FAIL("out of memory");
-  for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+  /* the last, of non-temporal copies, between two ranks only (time) */
+  for (size_t k = 0; k < sizeof sizes / sizeof *sizes - (W > 2); k++)
     for (uint32_t root = 0; root < W; root = all_roots || root == W - 1 ? root + 1 : W - 1) {
       size_t n = sizes[k];
       for (size_t i = 0; i < n; i++)
@@ -406,10 +409,10 @@ static void stream_ways(nexar_client *c, uint32_t me, int all_roots) {
   /* two ranks: all_gather (also in place), all_to_all, gather and scatter
    * stream each rank's part through its own buffer, both ways at once */
   if (W == 2) {
-    const size_t two[] = {piece + 1, ring * piece + 1, 3 * ring * piece + 12345};
+    const size_t two[] = {piece + 1, ring * piece + 1, 3 * ring * piece + 12345, nt};
     uint8_t *x = malloc(2 * most), *y = malloc(2 * most);
     if (!x || !y) FAIL("out of memory");
-    for (size_t k = 0; k < 3; k++) {
+    for (size_t k = 0; k < sizeof two / sizeof *two; k++) {
       size_t n = two[k];
       uint32_t pieces = (uint32_t)((n + piece - 1) / piece);
       for (int in_place = 0; in_place < 2; in_place++) {
