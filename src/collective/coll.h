@@ -231,10 +231,10 @@ int nx_segcoll_nowait(const nx_job *j);
  * so alike on every rank. Pure. */
 int nx_segcoll_inline(const nx_job *j);
 /* Does j choose at run time between its way and single copy (single copy
- * allowed; a streamed job of two ranks, a streamed broadcast, or an all_gather or all_to_all
- * through the buffers from NX_SEG_EITHER_MIN published)? Then
- * nx_segcoll_decider's rank picks the way by the times it measured
- * (proto/pick.h) and says which in its arrival. Pure. */
+ * allowed; a streamed job of two ranks, a streamed broadcast, or an
+ * all_gather or all_to_all through the buffers from NX_SEG_EITHER_MIN
+ * published)? Then nx_segcoll_decider's rank picks the way by the times it
+ * measured (proto/pick.h) and says which in its arrival. Pure. */
 int nx_segcoll_either(const nx_job *j);
 /* The rank that decides for such a job: one that reads the others' data
  * (a rooted job's: the rank after the root), so its time is its whole

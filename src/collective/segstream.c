@@ -1,8 +1,8 @@
 /* Streamed collectives through the communicator's shared-memory segment
  * (runtime/cseg.h, NX_CSEG_PIECE): each writer's buffer a ring of pieces
- * its readers copy out as they come; between two ranks (and for a broadcast
- * at any number), the choice call by call between that and single copy
- * (nx_segcoll_either). segcoll.c runs
+ * its readers copy out as they come (non-temporally from NX_CSEG_NT_MIN);
+ * between two ranks (and for a broadcast at any number), the choice call
+ * by call between that and single copy (nx_segcoll_either). segcoll.c runs
  * the rest of the segment collectives and calls nx_segop_stream. */
 #include <stdatomic.h>
 #include <string.h>
