@@ -319,11 +319,12 @@ _Static_assert(NX_CSEG_PIECE <= (64u << 10), "a buffer (nx_cseg_slot) holds a pi
  * into the ring, from the same cache lines: such destinations do not stay
  * in cache, and the line reads of plain stores cost memory bandwidth both
  * ranks share. Harness, n = 2, 5 alternating runs with the plain copies
- * (the VM in its slower states, a line 70-450 ns from one vCPU to the
- * other): broadcast 16 MiB 2.29-3.17 -> 1.46-2.04 ms, 64 MiB median 11.5
- * -> 8.1; all_to_all 64 MiB median 15.9 -> 12.3; all_gather 32 MiB 7.5-8.8
- * -> 5.5-7.4, 64 MiB 15.1-17.5 -> 10.3-12.1 ms (Open MPI's default
- * 15.1-18.8; streaming itself read 10.9-16.8 in other runs). Streamed calls
+ * (4 for all_gather; the VM in its slower states, a line 70-450 ns from
+ * one vCPU to the other): broadcast 16 MiB 2.29-3.17 -> 1.46-2.04 ms, 64
+ * MiB median 11.5 -> 8.1; all_to_all 64 MiB median 15.9 -> 12.3;
+ * all_gather 32 MiB 7.5-8.8 -> 5.5-7.4, 64 MiB 15.1-17.5 -> 10.3-12.1 ms
+ * (Open MPI's default 15.9-18.8; streaming itself read 10.9-16.8 in other
+ * runs). Streamed calls
  * alone (the way forced), 64 MiB: 31-36 ms -> 8-18. Below, the
  * destination stays in cache between calls, and non-temporal stores evict
  * it: all_gather 2 MiB in all 125-191 -> 184-233 us, 4 MiB 308-436 ->
